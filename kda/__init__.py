@@ -1,0 +1,3 @@
+"""kda: evidence-first GPU kernel optimization campaigns."""
+
+__version__ = "0.1.0"

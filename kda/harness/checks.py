@@ -1,0 +1,127 @@
+"""Correctness checks: poison, compare against the oracle, NaN/Inf positions, error ratio, input integrity.
+
+Functions here measure; `verdict` in the parent decides. Reason codes are stable strings the exploit-zoo tests
+assert on.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kda.workloads import storage_of
+
+INT_POISON = -17
+
+# Reason codes (a row fails with one or more of these).
+UNWRITTEN = "UNWRITTEN"          # output still holds the poison where the oracle has a finite value
+MISMATCH = "MISMATCH"            # |cand - oracle| > atol + rtol*|oracle| somewhere
+SPECIALS = "NAN_INF_POSITIONS"   # NaN / Inf not exactly where the oracle has them
+PRECISION = "PRECISION"          # error more than k times the baseline's
+LAYOUT = "LAYOUT"                # shape, dtype or strides of an output differ from what was expected
+INPUT_MUTATED = "INPUT_MUTATED"  # an input not declared in place changed
+RETURN = "RETURN"                # the candidate returned something other than its out buffers
+FORBIDDEN_CALL = "FORBIDDEN_CALL"
+TORCH_KERNEL = "TORCH_KERNEL"
+TAMPER = "TAMPER"
+STATIC = "STATIC"
+CRASH = "CRASH"
+TIMEOUT = "TIMEOUT"
+INVALID = "INVALID"              # faster than the datasheet memory bandwidth allows
+
+
+def poison_(t: torch.Tensor) -> None:
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(INT_POISON)
+
+
+def snapshot_inputs(inputs: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
+    """Bitwise copies of each input's whole storage (gaps included)."""
+    return {k: storage_of(t).clone() for k, t in inputs.items() if t is not None}
+
+
+def restore_views(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
+    """The same views as `inputs`, but over the snapshot copies."""
+    return {k: (None if t is None else snaps[k].as_strided(t.shape, t.stride(), t.storage_offset()))
+            for k, t in inputs.items()}
+
+
+def mutated_inputs(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor], allowed: list[str]) -> list[str]:
+    changed = []
+    for k, t in inputs.items():
+        if t is None or k in allowed:
+            continue
+        now = storage_of(t)
+        if now.numel() != snaps[k].numel() or not torch.equal(now.view(torch.uint8), snaps[k].view(torch.uint8)):
+            changed.append(k)
+    return changed
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, expected_shape, expected_dtype, atol: float, rtol: float) -> dict:
+    """Error statistics of one output against the oracle. All values are plain floats/ints/bools."""
+    res = {"layout_ok": True, "unwritten": 0, "specials_mismatch": 0, "bad": 0,
+           "max_norm_err": 0.0, "mean_abs_err": 0.0, "max_abs_err": 0.0, "numel": int(ref.numel())}
+    if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+        res["layout_ok"] = False
+        res["why"] = f"output is {type(out).__name__}, not a plain torch.Tensor"
+        return res
+    if tuple(out.shape) != tuple(expected_shape) or out.dtype != expected_dtype:
+        res["layout_ok"] = False
+        res["why"] = f"output {tuple(out.shape)}:{out.dtype} != expected {tuple(expected_shape)}:{expected_dtype}"
+        return res
+    if ref.numel() == 0:
+        return res
+    o = out.to(ref.dtype)
+    ref_nan, out_nan = torch.isnan(ref), torch.isnan(o)
+    ref_inf, out_inf = torch.isinf(ref), torch.isinf(o)
+    res["unwritten"] = int((out_nan & ~ref_nan & ~ref_inf).sum()) if out.dtype.is_floating_point else \
+        int(((out == INT_POISON) & (ref != INT_POISON)).sum())
+    specials = (ref_nan != out_nan) | (ref_inf != out_inf) | (ref_inf & out_inf & (torch.sign(ref) != torch.sign(o)))
+    res["specials_mismatch"] = int(specials.sum())
+    finite = torch.isfinite(ref) & torch.isfinite(o)
+    if bool(finite.any()):
+        diff = (o - ref).abs()[finite]
+        r = ref.abs()[finite]
+        norm = diff / (atol + rtol * r)
+        res["bad"] = int((norm > 1).sum())
+        res["max_norm_err"] = float(norm.max())
+        res["mean_abs_err"] = float(diff.mean())
+        res["max_abs_err"] = float(diff.max())
+    return res
+
+
+def error_ratio_problem(cand: dict, base: dict | None, k: float, floor: float, atol: float) -> str | None:
+    """The candidate's error may be at most k times the baseline's (FlashAttention's rule), above a small floor.
+
+    Applied to the worst tolerance-normalised error and to the mean absolute error. Skipped when the baseline
+    itself is outside tolerance (then it is no yardstick; the row notes it).
+    """
+    if base is None or not base["layout_ok"] or base["bad"] or base["specials_mismatch"] or base["unwritten"]:
+        return None
+    if cand["max_norm_err"] > k * max(base["max_norm_err"], floor):
+        return f"worst normalised error {cand['max_norm_err']:.3g} > {k:g} x baseline {base['max_norm_err']:.3g}"
+    if cand["mean_abs_err"] > k * max(base["mean_abs_err"], floor * atol):
+        return f"mean abs error {cand['mean_abs_err']:.3g} > {k:g} x baseline {base['mean_abs_err']:.3g}"
+    return None
+
+
+def check_reasons(stats: dict) -> list[str]:
+    """Reason codes from one compare() result (no baseline rule)."""
+    if not stats["layout_ok"]:
+        return [LAYOUT]
+    reasons = []
+    if stats["unwritten"]:
+        reasons.append(UNWRITTEN)
+    if stats["specials_mismatch"] > stats["unwritten"]:
+        reasons.append(SPECIALS)
+    if stats["bad"]:
+        reasons.append(MISMATCH)
+    return reasons
+
+
+def finite_or_none(v: float) -> float | None:
+    return v if v is not None and math.isfinite(v) else None

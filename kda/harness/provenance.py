@@ -1,0 +1,64 @@
+"""Provenance of a results file: code, sources of every arm, upstream release, machine, clocks, command."""
+from __future__ import annotations
+
+import hashlib
+import platform
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kda.paths import repo_root
+
+SMI_FIELDS = "name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,power.limit"
+
+
+def git_state() -> dict:
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit or None, "dirty": bool(dirty)}
+
+
+def nvidia_smi() -> dict | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        line = subprocess.run(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits", "-i", "0"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    values = [v.strip() for v in line.split(",")]
+    return dict(zip(SMI_FIELDS.split(","), values)) if len(values) == len(SMI_FIELDS.split(",")) else {"raw": line}
+
+
+def sha256_files(paths: list[Path], root: Path) -> dict[str, str]:
+    out = {}
+    for p in paths:
+        try:
+            key = str(p.resolve().relative_to(root))
+        except ValueError:
+            key = str(p)
+        out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def software() -> dict:
+    import torch
+    import triton
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "triton": triton.__version__, "platform": platform.platform()}
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command_line() -> str:
+    return " ".join(["kda", *sys.argv[1:]]) if Path(sys.argv[0]).name in ("kda", "__main__.py") else " ".join(sys.argv)

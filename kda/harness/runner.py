@@ -1,0 +1,285 @@
+"""The parent of a task run: spawns the worker, feeds it rows, enforces timeouts, decides, writes results.
+
+Data flows one way: workloads -> worker (inputs, arms, raw checks and samples) -> verdict and statistics here ->
+results file -> terminal table.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kda.errors import KdaError
+from kda.gpu import datasheet_tbps, gpu_slug
+from kda.harness import checks as C
+from kda.harness import provenance
+from kda.harness.guards import static_violations
+from kda.harness.stats import geomean, geomean_ci
+from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
+from kda.paths import repo_root
+from kda.task import Task
+from kda.vendor.fetch import vendor_task
+
+console = Console(stderr=True)
+
+
+@dataclass
+class RunOptions:
+    mode: str  # "bench" or "check"
+    device: str  # "cuda" or "cpu"
+    aa: bool = False
+    candidate: Path | None = None
+    rows: list[str] | None = None
+    write: bool = True
+    salt: int | None = None
+    quiet: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class Worker:
+    """One worker subprocess and its private pipes."""
+
+    def __init__(self, task: Task, opts: RunOptions, salt: int, copy_bandwidth: bool):
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="kda-worker-", suffix=".log", delete=False)
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        argv = [sys.executable]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(repo_root()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        if opts.device == "cpu":
+            # Triton's interpreter runs the kernels on the CPU. Upstream wrappers assert `x.is_cuda`; -O drops
+            # Python asserts (and only those) so the rest of the upstream code runs unchanged.
+            env["TRITON_INTERPRET"] = "1"
+            argv.append("-O")
+        argv += ["-m", "kda.harness.worker", "--task", str(task.path), "--mode", opts.mode, "--device", opts.device,
+                 "--salt", str(salt), "--fd-in", str(cmd_r), "--fd-out", str(res_w)]
+        if opts.aa:
+            argv.append("--aa")
+        if opts.candidate:
+            argv += ["--candidate", str(opts.candidate)]
+        if copy_bandwidth:
+            argv.append("--copy-bandwidth")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     pass_fds=(cmd_r, res_w), env=env)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.cmd = os.fdopen(cmd_w, "w")
+        self.res = os.fdopen(res_r, "r")
+
+    def receive(self, timeout: float) -> dict | None:
+        ready, _, _ = select.select([self.res], [], [], timeout)
+        if not ready:
+            return None
+        line = self.res.readline()
+        if not line:
+            return {"type": "eof"}
+        return json.loads(line)
+
+    def send(self, msg: dict) -> None:
+        self.cmd.write(json.dumps(msg) + "\n")
+        self.cmd.flush()
+
+    def log_tail(self, n: int = 3000) -> str:
+        self.log.flush()
+        try:
+            return Path(self.log.name).read_text()[-n:]
+        except OSError:
+            return ""
+
+    def close(self, kill: bool = False) -> None:
+        try:
+            if not kill:
+                self.send({"cmd": "quit"})
+                self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.cmd, self.res):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def _start(task, opts, salt, copy_bw) -> tuple[Worker, dict]:
+    w = Worker(task, opts, salt, copy_bw)
+    hello = w.receive(timeout=600)
+    if hello is None or hello.get("type") != "hello":
+        detail = (hello or {}).get("error") or w.log_tail()
+        w.close(kill=True)
+        raise KdaError(f"the worker for {task.name} did not start:\n{detail}")
+    return w, hello
+
+
+def run_task(task: Task, opts: RunOptions) -> dict:
+    """Run every selected row; returns {"provenance", "rows", "summary"} and writes the results file in bench mode."""
+    info = vendor_task(task.cfg)  # downloads and verifies in the parent, so the worker only loads
+    rows = task.select(opts.rows, cpu_only=opts.device == "cpu")
+    if not rows:
+        raise KdaError(f"{task.name}: no rows selected" + (" (no row is marked cpu: true)" if opts.device == "cpu" else ""))
+    salt = opts.salt if opts.salt is not None else secrets.randbelow(2**31)
+    static = [] if opts.aa else static_violations(task.solution_files(opts.candidate))
+    cfg = task.cfg
+    bench = opts.mode == "bench"
+    smi_before = provenance.nvidia_smi() if opts.device == "cuda" else None
+    worker, hello = _start(task, opts, salt, copy_bw=bench)
+    gpu = hello.get("gpu", {})
+    slug = gpu_slug(gpu["name"]) if gpu else "cpu"
+    copy_tbps = hello.get("copy_tbps")
+    datasheet = datasheet_tbps(slug)
+    results = []
+    started = time.time()
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[row]}"), console=console, disable=opts.quiet, transient=False) as bar:
+            job = bar.add_task(f"{opts.mode} {task.name}" + (" (A/A)" if opts.aa else ""), total=len(rows), row="")
+            for row in rows:
+                bar.update(job, row=row.id)
+                worker.send({"cmd": "row", "row": row.id})
+                raw = worker.receive(timeout=cfg["bench"]["row_timeout_s"])
+                if raw is None or raw.get("type") != "row":
+                    kind = "timeout" if raw is None else "crash"
+                    why = (f"no answer within {cfg['bench']['row_timeout_s']:.0f} s" if raw is None
+                           else "the worker died:\n" + worker.log_tail())
+                    raw = {"type": "row", "id": row.id, kind: why, "checks": [], "arms": {}}
+                    worker.close(kill=True)
+                    worker, _ = _start(task, opts, salt, copy_bw=False)
+                results.append(_decide(task, row, raw, static, copy_tbps, datasheet, opts))
+                bar.advance(job)
+    finally:
+        worker.close()
+    smi_after = provenance.nvidia_smi() if opts.device == "cuda" else None
+    prov = {
+        "type": "provenance", "task": task.name, "mode": opts.mode, "aa": opts.aa, "time_utc": provenance.now(),
+        "command": provenance.command_line(), **provenance.git_state(), "gpu": gpu or None, "gpu_slug": slug,
+        "nvidia_smi_before": smi_before, "nvidia_smi_after": smi_after, "software": provenance.software(),
+        "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": cfg["bench"]["l2"], "seed_salt": salt,
+        "vendored": hello.get("vendored"), "duration_s": round(time.time() - started, 1),
+        "sources": {
+            "baseline": {p: h for p, h in info.files.items()},
+            "candidate": provenance.sha256_files(task.solution_files(opts.candidate), repo_root()) if not opts.aa else "baseline (A/A)",
+            "harness": provenance.sha256_files([task.path / "bench" / "adapter.py", task.path / "oracle.py",
+                                                task.path / "config.toml", task.path / "bench" / "workloads.json"], repo_root()),
+        },
+        "static_violations": static,
+        "candidate_override": str(opts.candidate) if opts.candidate else None,
+    }
+    summary = summarize(task, results, cfg, opts, slug)
+    out = {"provenance": prov, "rows": results, "summary": summary}
+    if bench and opts.write:
+        path = results_path(task, slug, opts.aa)
+        path.parent.mkdir(exist_ok=True)
+        with open(path, "w") as f:
+            for rec in [prov, *results, summary]:
+                f.write(json.dumps(rec, sort_keys=False) + "\n")
+        out["path"] = str(path)
+    return out
+
+
+def results_path(task: Task, slug: str, aa: bool) -> Path:
+    return task.results_dir() / (f"{slug}-aa.jsonl" if aa else f"{slug}.jsonl")
+
+
+def _decide(task, row, raw, static, copy_tbps, datasheet, opts) -> dict:
+    cfg = task.cfg
+    reasons, details = candidate_reasons(raw, cfg, static)
+    rec = {"type": "row", "id": row.id, "production": row.production, "model": row.model, "function": row.function,
+           "shapes": row.describe(), "bytes": int(task.adapter.bytes_moved(row)), "inner": raw.get("inner"),
+           "notes": list(raw.get("notes", [])), "arm_errors": raw.get("arm_errors", {}),
+           "kernels": raw.get("kernels")}
+    base_bad = [c for c in raw.get("checks", []) if c["arm"] == "baseline"
+                and any(C.check_reasons(s) for s in c["outputs"].values())]
+    if base_bad:
+        rec["notes"].append(f"baseline outside tolerance on {len(base_bad)} check(s): the error-ratio rule was not applied there")
+    rec["checks"] = _check_digest(raw)
+    if opts.mode == "bench" and not raw.get("crash") and not raw.get("timeout"):
+        stats = row_statistics(raw, rec["bytes"], copy_tbps, datasheet, cfg["bench"]["bootstrap_resamples"], row.seed)
+        rec["arms"], rec["speedup"] = stats["arms"], stats["speedup"]
+        rec["samples"] = {arm: {m: s.get(m) for m in METRICS} for arm, s in raw.get("arms", {}).items()}
+        if any(i.startswith("candidate") for i in stats["invalid"]):
+            reasons.append(C.INVALID)
+            details += stats["invalid"]
+        elif stats["invalid"]:
+            rec["notes"] += stats["invalid"]
+    rec["status"] = "PASS" if not reasons else ("TIMEOUT" if C.TIMEOUT in reasons else
+                                                "ERROR" if C.CRASH in reasons else "FAIL")
+    rec["reasons"], rec["details"] = reasons, details
+    return rec
+
+
+def _check_digest(raw: dict) -> dict:
+    """Per arm: number of checks and the worst normalised error seen (the raw records stay in the worker)."""
+    out = {}
+    for c in raw.get("checks", []):
+        d = out.setdefault(c["arm"], {"checks": 0, "worst_norm_err": 0.0, "worst_mean_abs_err": 0.0, "failed": 0})
+        d["checks"] += 1
+        for s in c["outputs"].values():
+            d["worst_norm_err"] = max(d["worst_norm_err"], s.get("max_norm_err", 0.0))
+            d["worst_mean_abs_err"] = max(d["worst_mean_abs_err"], s.get("mean_abs_err", 0.0))
+            d["failed"] += int(bool(C.check_reasons(s)))
+    return out
+
+
+def summarize(task: Task, rows: list[dict], cfg, opts: RunOptions, slug: str) -> dict:
+    prod = [r for r in rows if r["production"]]
+    summ = {"type": "summary", "task": task.name, "rows_total": len(rows),
+            "rows_passed": sum(r["status"] == "PASS" for r in rows),
+            "production_total": len(prod), "production_passed": sum(r["status"] == "PASS" for r in prod),
+            "headline_metric": cfg["bench"]["metric"], "metrics": {}}
+    if opts.mode != "bench":
+        return summ
+    seed = cfg["bench"]["seed"]
+    resamples = cfg["bench"]["bootstrap_resamples"]
+    for m in METRICS:
+        entry = {}
+        for kind, peer_key in (("vs_baseline", None), ("vs_best_peer", "best_peer")):
+            usable = [r for r in prod if r["status"] == "PASS" and r.get("speedup", {}).get(m, {}).get(kind)]
+            if not usable:
+                entry[kind] = None
+                continue
+            meds = [r["speedup"][m][kind]["median"] for r in usable]
+            pairs = []
+            for r in usable:
+                ref_arm = "baseline" if peer_key is None else r["speedup"][m]["best_peer"]
+                pairs.append((r["samples"][ref_arm][m], r["samples"]["candidate"][m]))
+            worst = min(usable, key=lambda r: r["speedup"][m][kind]["median"])
+            entry[kind] = {"geomean": geomean(meds), "ci": geomean_ci(pairs, resamples, seed), "rows": len(usable),
+                           "min": {"id": worst["id"], "median": worst["speedup"][m][kind]["median"],
+                                   "ci": worst["speedup"][m][kind]["ci"]},
+                           "rows_ci_below_1": sum(r["speedup"][m][kind]["ci"][1] < 1.0 for r in usable),
+                           "rows_ci_above_1": sum(r["speedup"][m][kind]["ci"][0] > 1.0 for r in usable)}
+        summ["metrics"][m] = entry
+    big = [r for r in prod if r["bytes"] >= 256e6 and r.get("arms", {}).get("candidate")]
+    summ["rows_256mb"] = len(big)
+    summ["rows_256mb_at_85pct_copy"] = sum((r["arms"]["candidate"]["device_us"].get("copy_frac") or 0) >= 0.85 for r in big)
+    if not opts.aa:
+        summ["noise_floor"] = noise_floor(task, slug)
+    return summ
+
+
+def noise_floor(task: Task, slug: str) -> dict | None:
+    """From the committed A/A file of the same GPU, if any: geomean of A/A speedups and the false-win rate."""
+    path = results_path(task, slug, aa=True)
+    if path.is_file():
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        summ = recs[-1]
+        m = summ.get("metrics", {}).get("device_us", {}).get("vs_baseline")
+        if m:
+            row_recs = [r for r in recs if r.get("type") == "row" and r.get("speedup")]
+            wins = sum(1 for r in row_recs if r["speedup"]["device_us"]["vs_baseline"]["ci"][0] > 1.0)
+            losses = sum(1 for r in row_recs if r["speedup"]["device_us"]["vs_baseline"]["ci"][1] < 1.0)
+            return {"file": path.name, "gpu": slug, "geomean": m["geomean"], "ci": m["ci"],
+                    "false_win_rate": wins / max(len(row_recs), 1), "false_loss_rate": losses / max(len(row_recs), 1)}
+    return None

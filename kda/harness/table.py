@@ -1,0 +1,82 @@
+"""The table printed at the end of a run (rich), read from the same records that go into the results file."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _fmt(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _speed(s):
+    if not s:
+        return "-"
+    return f"{s['median']:.2f} [{s['ci'][0]:.2f}, {s['ci'][1]:.2f}]"
+
+
+def print_run(out: dict, console: Console) -> None:
+    prov, rows, summ = out["provenance"], out["rows"], out["summary"]
+    bench = prov["mode"] == "bench"
+    title = f"{prov['task']} {'A/A ' if prov['aa'] else ''}{prov['mode']} on {prov['gpu']['name'] if prov.get('gpu') else 'CPU (Triton interpreter)'}"
+    t = Table(title=title, show_lines=False)
+    t.add_column("row", overflow="fold")
+    t.add_column("status")
+    if bench:
+        metric = summ["headline_metric"]
+        t.add_column("MB", justify="right")
+        t.add_column(f"base {metric}", justify="right")
+        t.add_column(f"cand {metric}", justify="right")
+        t.add_column("speedup [95% CI]", justify="right")
+        t.add_column("vs best peer", justify="right")
+        t.add_column("cand TB/s", justify="right")
+        t.add_column("% copy", justify="right")
+        t.add_column("graph x", justify="right")
+        t.add_column("wall x", justify="right")
+    else:
+        t.add_column("worst err (cand / base)", justify="right")
+        t.add_column("reasons / notes", overflow="fold")
+    for r in rows:
+        status = {"PASS": "[green]PASS", "FAIL": "[red]FAIL"}.get(r["status"], f"[red]{r['status']}")
+        name = r["id"] + ("" if r["production"] else " (reg)")
+        if bench and r.get("arms"):
+            a = r["arms"]
+            cand = a.get("candidate", {}).get(metric, {})
+            base = a.get("baseline", {}).get(metric, {})
+            sp = r["speedup"].get(metric, {})
+            peer = sp.get("vs_best_peer")
+            t.add_row(name, status, f"{r['bytes'] / 1e6:.1f}", _fmt(base.get("median")), _fmt(cand.get("median")),
+                      _speed(sp.get("vs_baseline")),
+                      (f"{peer['median']:.2f} ({sp['best_peer']})" if peer else "-"),
+                      _fmt(cand.get("tbps")), _fmt(100 * cand["copy_frac"], 0) if cand.get("copy_frac") else "-",
+                      _fmt((r["speedup"].get("graph_us", {}).get("vs_baseline") or {}).get("median")),
+                      _fmt((r["speedup"].get("wall_us", {}).get("vs_baseline") or {}).get("median")))
+        else:
+            d = r.get("checks", {})
+            errs = f"{_fmt(d.get('candidate', {}).get('worst_norm_err'), 3)} / {_fmt(d.get('baseline', {}).get('worst_norm_err'), 3)}"
+            t.add_row(name, status, errs, "; ".join(r["details"][:2] + r["notes"][:1] + [f"{k}: {v}" for k, v in r["arm_errors"].items()][:1]))
+    console.print(t)
+    for r in rows:
+        if r["status"] != "PASS":
+            console.print(f"[red]{r['id']}[/red]: " + " | ".join(r["details"][:4]))
+    line = f"rows passed: {summ['rows_passed']}/{summ['rows_total']} (production {summ['production_passed']}/{summ['production_total']})"
+    if bench:
+        for m in ("device_us", "graph_us", "wall_us"):
+            e = summ["metrics"].get(m) or {}
+            vb, vp = e.get("vs_baseline"), e.get("vs_best_peer")
+            if vb:
+                ci = vb["ci"] or [float("nan")] * 2
+                line += (f"\n{m}: geomean over baseline {vb['geomean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], "
+                         f"min {vb['min']['median']:.3f} ({vb['min']['id']})")
+                if vp:
+                    line += f"; over best peer {vp['geomean']:.3f}, min {vp['min']['median']:.3f} ({vp['min']['id']})"
+        if prov.get("copy_tbps"):
+            line += f"\nmeasured copy bandwidth {prov['copy_tbps']:.2f} TB/s (datasheet {prov.get('datasheet_tbps')})"
+        nf = summ.get("noise_floor")
+        if nf:
+            line += f"\nA/A noise floor ({nf['file']}): geomean {nf['geomean']:.3f}, false-win rate {nf['false_win_rate']:.2f}"
+    else:
+        line += "\nno timing was taken: this is the correctness gate only"
+    console.print(line)
+    if out.get("path"):
+        console.print(f"results written to {out['path']}")

@@ -1,0 +1,103 @@
+"""The parent's verdict on one row: reason codes from raw checks, statistics from raw samples, roofline columns."""
+from __future__ import annotations
+
+from kda.harness import checks as C
+from kda.harness.stats import paired_speedup, summary
+
+METRICS = ("device_us", "wall_us", "graph_us")
+PEERS = ("baseline", "compile", "eager")
+
+
+def _arm_checks(raw: dict, arm: str) -> list[dict]:
+    return [c for c in raw.get("checks", []) if c["arm"] == arm]
+
+
+def arm_correct(raw: dict, arm: str) -> bool:
+    recs = _arm_checks(raw, arm)
+    return bool(recs) and all(not C.check_reasons(s) for r in recs for s in r["outputs"].values())
+
+
+def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], list[str]]:
+    """(reason codes, human details) for the candidate on one row."""
+    reasons: list[str] = []
+    details: list[str] = []
+
+    def add(code: str, why: str) -> None:
+        if code not in reasons:
+            reasons.append(code)
+        if len(details) < 12:
+            details.append(f"{code}: {why}")
+
+    if static:
+        add(C.STATIC, static[0] + (f" (+{len(static) - 1} more)" if len(static) > 1 else ""))
+    if raw.get("timeout"):
+        add(C.TIMEOUT, raw["timeout"])
+        return reasons, details
+    if raw.get("crash"):
+        add(C.CRASH, raw["crash"].strip().splitlines()[-1][:300])
+        return reasons, details
+    base_by_trial = {r["trial"]: r for r in _arm_checks(raw, "baseline")}
+    k, floor = cfg["check"]["k_error_ratio"], cfg["check"]["error_floor"]
+    for rec in _arm_checks(raw, "candidate"):
+        at = f"trial {rec['trial']} phase {rec['phase']}"
+        for name, s in rec["outputs"].items():
+            for code in C.check_reasons(s):
+                why = s.get("why") or (f"{s['unwritten']} elements unwritten, " if s["unwritten"] else "") + \
+                    f"{s['bad']} beyond tolerance, {s['specials_mismatch']} NaN/Inf misplaced, worst normalised error {s['max_norm_err']:.3g}"
+                add(code, f"output {name!r} at {at}: {why}")
+            base = base_by_trial.get(rec["trial"]) if rec["phase"] == 0 else None
+            if base is not None and s["layout_ok"]:
+                problem = C.error_ratio_problem(s, base["outputs"].get(name), k, floor, s["atol"])
+                if problem:
+                    add(C.PRECISION, f"output {name!r} at {at}: {problem}")
+        if rec.get("mutated"):
+            add(C.INPUT_MUTATED, f"inputs {', '.join(rec['mutated'])} changed at {at}")
+        if rec.get("forbidden_calls"):
+            add(C.FORBIDDEN_CALL, f"{rec['forbidden_calls'][0]} at {at}")
+        if rec.get("tampered"):
+            add(C.TAMPER, f"replaced {', '.join(rec['tampered'])} at {at}")
+        if rec.get("return_problem"):
+            add(C.RETURN, f"{rec['return_problem']} at {at}")
+    for key in ("warmup_tampered", "timed_tampered"):
+        if raw.get(key):
+            add(C.TAMPER, f"replaced {', '.join(sorted(set(raw[key])))} while {key.split('_')[0]}")
+    if raw.get("torch_kernels"):
+        add(C.TORCH_KERNEL, f"PyTorch kernels ran on the candidate's path: {', '.join(raw['torch_kernels'][:3])}")
+    if not _arm_checks(raw, "candidate"):
+        add(C.CRASH, "no candidate check ran")
+    return reasons, details
+
+
+def row_statistics(raw: dict, bytes_moved: int, copy_tbps: float | None, datasheet: float | None,
+                   resamples: int, seed: int) -> dict:
+    """Per-arm summaries, speedups over the baseline and over the best correct peer, roofline columns."""
+    arms = raw.get("arms", {})
+    out = {"arms": {}, "speedup": {}, "invalid": []}
+    for arm, samples in arms.items():
+        entry = {}
+        for m in METRICS:
+            entry[m] = summary(samples.get(m, []))
+            med = entry[m]["median"]
+            if med:
+                tbps = bytes_moved / med / 1e6
+                entry[m]["tbps"] = tbps
+                entry[m]["copy_frac"] = tbps / copy_tbps if copy_tbps else None
+                if datasheet and tbps > datasheet and m != "wall_us":
+                    out["invalid"].append(f"{arm} {m}: {tbps:.2f} TB/s exceeds the datasheet {datasheet} TB/s")
+        entry["graph_error"] = samples.get("graph_error")
+        out["arms"][arm] = entry
+    if "candidate" not in arms:
+        return out
+    cand = arms["candidate"]
+    correct_peers = [p for p in PEERS if p in arms and (p == "baseline" or arm_correct(raw, p))]
+    for m in METRICS:
+        s = {"vs_baseline": None, "vs_best_peer": None, "best_peer": None}
+        if "baseline" in arms:
+            s["vs_baseline"] = paired_speedup(arms["baseline"][m], cand[m], resamples, seed)
+        medians = {p: out["arms"][p][m]["median"] for p in correct_peers if out["arms"][p][m]["median"]}
+        if medians:
+            best = min(medians, key=medians.get)
+            s["best_peer"] = best
+            s["vs_best_peer"] = paired_speedup(arms[best][m], cand[m], resamples, seed)
+        out["speedup"][m] = s
+    return out

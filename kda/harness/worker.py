@@ -1,0 +1,305 @@
+"""The worker process: builds each row's inputs, runs every arm, measures; it decides nothing.
+
+Started once per task run by the parent (kda/harness/runner.py) and restarted after a crash or timeout. It reads
+one JSON command per line on a private pipe and answers one JSON line per row: raw timing samples of every arm
+and raw error statistics of every check. Pass/fail, statistics and the results file belong to the parent.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import traceback
+
+# Captured before any task code is imported: the harness keeps the originals even if a candidate patches them.
+from kda.harness import timing  # noqa: E402  (import order is the point)
+from kda.harness.guards import CallTracer, TamperWatch, torch_kernels  # noqa: E402
+
+import torch  # noqa: E402
+
+from kda.harness import checks  # noqa: E402
+from kda.task import Task  # noqa: E402
+from kda.vendor import load_entry_points, vendor_task  # noqa: E402
+from kda.workloads import build_tensor, fill_, make_generator, trial_seed  # noqa: E402
+
+ARM_ORDER = ("baseline", "candidate", "compile", "eager")
+
+
+def _interpreter_autotune() -> None:
+    """Under TRITON_INTERPRET there is nothing to time: autotuning runs each config once and keeps the first.
+
+    Every config computes the same function, so correctness is unaffected; upstream source is untouched.
+    """
+    import triton.testing
+
+    def run_once(fn, *args, **kwargs):
+        fn()
+        quantiles = kwargs.get("quantiles")
+        return [1.0] * len(quantiles) if quantiles else 1.0
+
+    triton.testing.do_bench = run_once
+
+
+def _dtype_name(dt: torch.dtype) -> str:
+    return str(dt).replace("torch.", "")
+
+
+class RowRunner:
+    def __init__(self, task: Task, args, upstream, solution, tamper: TamperWatch, forbidden: tuple[set, tuple]):
+        self.task, self.args, self.upstream, self.solution = task, args, upstream, solution
+        self.tamper, self.forbidden = tamper, forbidden
+        self.cfg = task.cfg
+        self.device = torch.device(args.device)
+        self.gpu = self.device.type == "cuda"
+
+    # -- inputs -------------------------------------------------------------------------------------------
+    def build(self, row):
+        self.inputs = {k: (None if s is None else build_tensor(s, self.device)) for k, s in row.tensors.items()}
+        self.row = row
+
+    def refill(self, trial: int, phase: int) -> None:
+        gen = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, phase))
+        for k, spec in self.row.tensors.items():
+            if spec is not None:
+                fill_(self.inputs[k], spec, gen)
+
+    # -- arms ---------------------------------------------------------------------------------------------
+    def make_arms(self, comparators: list[str]):
+        ad, row, inputs = self.task.adapter, self.row, self.inputs
+        specs = ad.output_specs(row, inputs)
+        self.specs = {k: (tuple(shape), dt) for k, (shape, dt) in specs.items()}
+        self.out = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+        out_b = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+        arms = {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
+        if self.args.aa:
+            out_a = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+            arms["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_a)
+        else:
+            arms["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, self.out)
+        names = [k for k, v in inputs.items() if v is not None]
+        oracle = self.task.oracle
+
+        def peer(*tensors):
+            given = dict(zip(names, tensors))
+            full = {k: given.get(k) for k in inputs}
+            ref = oracle.reference(row, full)
+            return {k: ref[k].to(self.specs[k][1]) for k in self.specs}
+
+        tensors = [inputs[k] for k in names]
+        if "eager" in comparators:
+            arms["eager"] = lambda: peer(*tensors)
+        if "compile" in comparators:
+            compiled = torch.compile(peer, dynamic=False)
+            arms["compile"] = lambda: compiled(*tensors)
+        self.arms = arms
+
+    def destination_arm(self, name: str) -> bool:
+        return name == "candidate" and not self.args.aa
+
+    # -- checks -------------------------------------------------------------------------------------------
+    def check(self, name: str, trial: int, phase: int) -> dict:
+        record = {"arm": name, "trial": trial, "phase": phase}
+        inplace = self.cfg["check"]["inplace"]
+        snaps = checks.snapshot_inputs(self.inputs)
+        dest = self.destination_arm(name)
+        if dest:
+            for t in self.out.values():
+                checks.poison_(t)
+        tracer = CallTracer(*self.forbidden) if name == "candidate" and not self.args.aa else None
+        if tracer:
+            with tracer:
+                ret = self.arms[name]()
+            record["forbidden_calls"] = tracer.hits
+        else:
+            ret = self.arms[name]()
+        # Stream-ordered copies taken right after the call: work the call left on another stream is not waited for.
+        if dest:
+            outs = self.out
+            record["return_problem"] = self._return_problem(ret)
+        else:
+            outs = ret
+        copies = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in outs.items()}
+        record["tampered"] = self.tamper.changed()
+        if record["tampered"]:
+            self.tamper.restore()
+        if self.gpu:
+            torch.cuda.synchronize()
+        record["mutated"] = checks.mutated_inputs(self.inputs, snaps, inplace)
+        ref = self.task.oracle.reference(self.row, checks.restore_views(self.inputs, snaps))
+        stats = {}
+        for k, (shape, dt) in self.specs.items():
+            atol, rtol = self.cfg.tolerance(_dtype_name(dt))
+            stats[k] = checks.compare(copies.get(k), ref[k], shape, dt, atol, rtol)
+            stats[k]["atol"], stats[k]["rtol"] = atol, rtol
+        record["outputs"] = stats
+        return record
+
+    def _return_problem(self, ret) -> str | None:
+        outs = list(self.out.values())
+        if ret is None:
+            return None
+        if isinstance(ret, torch.Tensor) and len(outs) == 1 and ret is outs[0]:
+            return None
+        if isinstance(ret, (tuple, list)) and len(ret) == len(outs) and all(a is b for a, b in zip(ret, outs)):
+            return None
+        if isinstance(ret, dict) and all(ret.get(k) is v for k, v in self.out.items()):
+            return None
+        return f"returned {type(ret).__name__} instead of the out buffers it was given"
+
+    def candidate_kernels(self) -> list[str]:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self.arms["candidate"]()
+            torch.cuda.synchronize()
+        return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+
+    # -- one row ------------------------------------------------------------------------------------------
+    def run(self, row, mode: str) -> dict:
+        bench = mode == "bench"
+        b = self.cfg["bench"]
+        result = {"type": "row", "id": row.id, "arms": {}, "checks": [], "notes": [], "arm_errors": {}}
+        self.build(row)
+        self.refill(0, 0)
+        comparators = b["comparators"] if (bench and not self.args.aa and self.gpu) else []
+        self.make_arms(comparators)
+        trials = b["trials"] if bench else self.cfg["check"]["trials"]
+
+        # Warm-up (compiles, autotunes); an arm other than the candidate that fails is dropped with a note.
+        for name in list(self.arms):
+            try:
+                for _ in range(b["warmup"] if bench else 1):
+                    self.arms[name]()
+                if self.gpu:
+                    torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001
+                if name == "candidate":
+                    raise
+                result["arm_errors"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                del self.arms[name]
+        if self.tamper.changed():
+            result["notes"].append("harness functions were replaced during warm-up: " + ", ".join(self.tamper.changed()))
+            result["warmup_tampered"] = self.tamper.changed()
+            self.tamper.restore()
+
+        names = [n for n in ARM_ORDER if n in self.arms]
+        if bench:
+            flush = timing.Flusher(b["l2"] == "cold", torch.cuda.get_device_properties(0).L2_cache_size)
+            base_one = sorted(timing.device_us(self.arms["baseline"] if "baseline" in self.arms else self.arms["candidate"], 1, flush)
+                              for _ in range(3))[1]
+            inner = 1 if b["l2"] == "cold" else max(1, min(b["max_inner"], math.ceil(b["target_sample_us"] / max(base_one, 1e-3))))
+            result["inner"] = inner
+            graphs = {n: timing.GraphArm(self.arms[n], inner) for n in names}
+            for n, g in graphs.items():
+                if g.error:
+                    result["notes"].append(f"{n}: not capturable in a CUDA graph: {g.error}")
+            samples = {n: {"device_us": [], "wall_us": [], "graph_us": []} for n in names}
+            try:
+                result["kernels"] = self.candidate_kernels()
+                result["torch_kernels"] = torch_kernels(result["kernels"]) if not self.args.aa else []
+            except Exception as e:  # noqa: BLE001
+                result["notes"].append(f"profiler unavailable, kernel-origin check skipped: {e}")
+        order_rng = random.Random(trial_seed(row.seed, self.args.salt, 0, 7))
+
+        for trial in range(trials):
+            self.refill(trial, 0)
+            result["checks"].append(self.check("candidate", trial, 0))
+            if "baseline" in self.arms:
+                try:
+                    result["checks"].append(self.check("baseline", trial, 0))
+                except Exception as e:  # noqa: BLE001
+                    result["arm_errors"]["baseline"] = f"{type(e).__name__}: {e}"
+                    del self.arms["baseline"]
+            if trial == 0:
+                for n in ("compile", "eager"):
+                    if n in self.arms:
+                        result["checks"].append(self.check(n, trial, 0))
+            if bench:
+                order = [n for n in names if n in self.arms]
+                order_rng.shuffle(order)
+                for n in order:
+                    s = samples[n]
+                    s["device_us"].append(timing.device_us(self.arms[n], inner, flush))
+                    s["wall_us"].append(timing.wall_us(self.arms[n], b["wall_repeats"], flush))
+                    s["graph_us"].append(graphs[n].sample_us(flush))
+                changed = self.tamper.changed()
+                if changed:
+                    result.setdefault("timed_tampered", []).extend(changed)
+                    self.tamper.restore()
+            self.refill(trial, 1)
+            result["checks"].append(self.check("candidate", trial, 1))
+        if bench:
+            for n in names:
+                result["arms"][n] = samples[n]
+                result["arms"][n]["graph_error"] = graphs[n].error
+        del self.arms
+        return result
+
+
+def _gpu_info() -> dict:
+    p = torch.cuda.get_device_properties(0)
+    return {"name": p.name, "uuid": str(getattr(p, "uuid", "")), "sms": p.multi_processor_count,
+            "l2_bytes": p.L2_cache_size, "memory_bytes": p.total_memory, "capability": f"{p.major}.{p.minor}"}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--mode", choices=("bench", "check"), required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    ap.add_argument("--salt", type=int, required=True)
+    ap.add_argument("--aa", action="store_true")
+    ap.add_argument("--candidate", default=None)
+    ap.add_argument("--fd-in", type=int, required=True)
+    ap.add_argument("--fd-out", type=int, required=True)
+    ap.add_argument("--copy-bandwidth", action="store_true")
+    args = ap.parse_args(argv)
+    cmd_in = os.fdopen(args.fd_in, "r")
+    out = os.fdopen(args.fd_out, "w")
+
+    def send(msg):
+        out.write(json.dumps(msg) + "\n")
+        out.flush()
+
+    tamper = TamperWatch()
+    try:
+        task = Task.load(args.task)
+        info = vendor_task(task.cfg, allow_download=False)
+        upstream = load_entry_points(task.cfg, info)
+        if args.device == "cpu":
+            _interpreter_autotune()
+        from pathlib import Path
+
+        solution = None if args.aa else task.load_solution(Path(args.candidate) if args.candidate else None)
+        # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
+        forbidden = ({str(task.path / "oracle.py")}, (str(info.root),))
+        hello = {"type": "hello", "device": args.device, "vendored": info.as_dict()}
+        if args.device == "cuda":
+            hello["gpu"] = _gpu_info()
+            if args.copy_bandwidth:
+                hello["copy_tbps"] = timing.copy_bandwidth_tbps()
+        send(hello)
+    except Exception:  # noqa: BLE001
+        send({"type": "fatal", "error": traceback.format_exc()[-4000:]})
+        return
+
+    runner = RowRunner(task, args, upstream, solution, tamper, forbidden)
+    rows = {r.id: r for r in task.rows}
+    for line in cmd_in:
+        cmd = json.loads(line)
+        if cmd.get("cmd") == "quit":
+            break
+        try:
+            send(runner.run(rows[cmd["row"]], args.mode))
+        except Exception:  # noqa: BLE001
+            send({"type": "row", "id": cmd["row"], "crash": traceback.format_exc()[-4000:]})
+        finally:
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
