@@ -107,6 +107,33 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def cmd_profile(args) -> int:
+    import torch
+
+    from kda.gpu import gpu_slug
+    from kda.paths import cache_dir
+    from kda.profile import run_profile, save
+    from kda.task import Task
+
+    if not _has_gpu():
+        raise KdaError("kda profile needs a GPU (Nsight Compute reads hardware counters)")
+    task = Task.load(args.task)
+    task.select([args.row])  # fails early, naming the row, if it does not exist
+    slug = gpu_slug(torch.cuda.get_device_name(0))
+    arms = ["baseline", "candidate"] if args.compare else [args.arm]
+    summaries = {}
+    for arm in arms:
+        summary, csv_text = run_profile(task, args.row, arm, slug, cache_dir() / "ncu" / task.name / slug)
+        summaries[arm] = summary
+        if args.save_csv:
+            Path(args.save_csv).mkdir(parents=True, exist_ok=True)
+            (Path(args.save_csv) / f"{args.row}-{arm}.csv").write_text(csv_text)
+        print(f"{task.name} {args.row} {arm}: {summary['duration_us']:.2f} us, {summary['bound']}")
+    for path in save(task, slug, args.row, summaries):
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kda", description="Evidence-first GPU kernel optimization campaigns.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -133,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--aa", action="store_true", help="time the baseline against itself (noise floor)")
             p.add_argument("--no-write", action="store_true", help="do not write the results file")
         p.set_defaults(fn=fn)
+
+    p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")
+    p.add_argument("task")
+    p.add_argument("--row", required=True)
+    p.add_argument("--arm", choices=("baseline", "candidate", "compile", "eager"), default="candidate")
+    p.add_argument("--compare", action="store_true", help="profile baseline and candidate and put them side by side")
+    p.add_argument("--save-csv", help="also keep ncu's raw CSV export in this folder")
+    p.set_defaults(fn=cmd_profile)
 
     p = sub.add_parser("tasks", help="list tasks, their upstream entry points, rows and latest results")
     p.set_defaults(fn=cmd_tasks)
