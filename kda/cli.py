@@ -134,6 +134,22 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from kda import report
+
+    if args.check:
+        stale = report.check()
+        if stale:
+            print("kda report --check: these files do not match the committed results (run `kda report`):\n  "
+                  + "\n  ".join(stale), file=sys.stderr)
+            return 1
+        print("kda report --check: README and docs match the results files")
+        return 0
+    for path in report.write():
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kda", description="Evidence-first GPU kernel optimization campaigns.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -168,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", action="store_true", help="profile baseline and candidate and put them side by side")
     p.add_argument("--save-csv", help="also keep ncu's raw CSV export in this folder")
     p.set_defaults(fn=cmd_profile)
+
+    p = sub.add_parser("report", help="regenerate README results table, per-task docs/results.md, plots, campaign summary")
+    p.add_argument("--check", action="store_true", help="fail if committed files differ from what the results generate")
+    p.set_defaults(fn=cmd_report)
 
     p = sub.add_parser("tasks", help="list tasks, their upstream entry points, rows and latest results")
     p.set_defaults(fn=cmd_tasks)

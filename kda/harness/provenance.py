@@ -15,14 +15,23 @@ SMI_FIELDS = "name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temper
 
 
 def git_state() -> dict:
+    """The commit of the tree. A copy without git history (the GPU machine gets one) passes it in KDA_COMMIT."""
+    import os
+
+    env = os.environ.get("KDA_COMMIT")
+    if env:
+        return {"commit": env, "dirty": os.environ.get("KDA_DIRTY", "0") == "1", "commit_source": "KDA_COMMIT"}
+
     def git(*args):
         try:
             return subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             return ""
-    commit = git("rev-parse", "HEAD")
+    commit = git("rev-parse", "--verify", "-q", "HEAD")
+    if not (len(commit) == 40 and all(c in "0123456789abcdef" for c in commit)):
+        return {"commit": None, "dirty": None, "commit_source": "unknown (no git repository)"}
     dirty = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit or None, "dirty": bool(dirty)}
+    return {"commit": commit, "dirty": bool(dirty), "commit_source": "git"}
 
 
 def nvidia_smi() -> dict | None:

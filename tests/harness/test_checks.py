@@ -1,0 +1,285 @@
+"""kda/harness/checks.py: poison, compare, the error-ratio rule, input integrity, reason codes."""
+import math
+
+import pytest
+import torch
+
+from kda.harness import checks as C
+from kda.workloads import build_tensor, contiguous_strides, fill_, make_generator, storage_of, TensorSpec
+
+INF, NAN = math.inf, math.nan
+
+
+def cmp(out, ref, atol=1e-3, rtol=1e-3, shape=None, dtype=None):
+    return C.compare(out, ref, shape if shape is not None else tuple(ref.shape),
+                     dtype if dtype is not None else out.dtype, atol, rtol)
+
+
+# ---- poison_ -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_poison_float_is_nan(dtype):
+    t = torch.zeros(5, dtype=dtype)
+    C.poison_(t)
+    assert bool(torch.isnan(t).all())
+
+
+def test_poison_int_and_bool():
+    t = torch.zeros(5, dtype=torch.int32)
+    C.poison_(t)
+    assert t.tolist() == [C.INT_POISON] * 5
+    b = torch.zeros(3, dtype=torch.bool)
+    C.poison_(b)
+    assert b.tolist() == [True] * 3
+
+
+def test_poison_strided_view_only_touches_view():
+    base = torch.zeros(10)
+    v = base[::2]
+    C.poison_(v)
+    assert bool(torch.isnan(base[::2]).all()) and bool((base[1::2] == 0).all())
+
+
+# ---- compare ---------------------------------------------------------------------------------------------
+
+def test_compare_exact_match():
+    ref = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    r = cmp(ref.clone(), ref)
+    assert r["layout_ok"] and r["unwritten"] == r["specials_mismatch"] == r["bad"] == 0
+    assert r["max_norm_err"] == 0.0 and r["numel"] == 32
+    assert C.check_reasons(r) == []
+
+
+def test_compare_unwritten_counts():
+    ref = torch.arange(10, dtype=torch.float32)
+    out = ref.clone()
+    out[[1, 4, 7]] = NAN
+    r = cmp(out, ref)
+    assert r["unwritten"] == 3 and r["specials_mismatch"] == 3 and r["bad"] == 0
+    assert C.check_reasons(r) == [C.UNWRITTEN]
+
+
+def test_compare_nan_where_oracle_has_nan_is_fine():
+    ref = torch.tensor([1.0, NAN, INF, -INF])
+    out = ref.clone()
+    r = cmp(out, ref)
+    assert r["unwritten"] == 0 and r["specials_mismatch"] == 0 and C.check_reasons(r) == []
+
+
+def test_compare_nan_where_oracle_has_inf_is_specials_not_unwritten():
+    ref = torch.tensor([1.0, INF, 3.0])
+    out = torch.tensor([1.0, NAN, 3.0])
+    r = cmp(out, ref)
+    assert r["unwritten"] == 0 and r["specials_mismatch"] == 1
+    assert C.check_reasons(r) == [C.SPECIALS]
+
+
+def test_compare_inf_sign_mismatch():
+    ref = torch.tensor([1.0, INF, -INF])
+    out = torch.tensor([1.0, -INF, -INF])
+    r = cmp(out, ref)
+    assert r["specials_mismatch"] == 1 and C.SPECIALS in C.check_reasons(r)
+
+
+def test_compare_finite_where_oracle_is_nan():
+    ref = torch.tensor([1.0, NAN, 3.0, 4.0])
+    out = torch.tensor([1.0, 2.0, INF, 4.0])
+    r = cmp(out, ref)
+    assert r["specials_mismatch"] == 2 and r["unwritten"] == 0 and r["bad"] == 0
+    assert C.check_reasons(r) == [C.SPECIALS]
+
+
+def test_compare_unwritten_plus_misplaced_special_reports_both():
+    ref = torch.tensor([1.0, NAN, 3.0])
+    out = torch.tensor([NAN, 2.0, 3.0])
+    r = cmp(out, ref)
+    assert r["unwritten"] == 1 and r["specials_mismatch"] == 2
+    assert C.check_reasons(r) == [C.UNWRITTEN, C.SPECIALS]
+
+
+def test_compare_bad_counts_and_errors():
+    ref = torch.ones(100, dtype=torch.float64)
+    out = ref.clone()
+    out[:5] += 0.01   # beyond atol + rtol*1 = 2e-3
+    out[5:10] += 1e-3  # within tolerance
+    r = cmp(out, ref)
+    assert r["bad"] == 5
+    assert r["max_abs_err"] == pytest.approx(0.01)
+    assert r["max_norm_err"] == pytest.approx(0.01 / 2e-3)
+    assert r["mean_abs_err"] == pytest.approx((5 * 0.01 + 5 * 1e-3) / 100)
+    assert C.check_reasons(r) == [C.MISMATCH]
+
+
+def test_compare_low_precision_output_against_fp32_oracle():
+    ref = torch.randn(64, generator=torch.Generator().manual_seed(1))
+    out = ref.to(torch.bfloat16)
+    assert cmp(out, ref, atol=2e-2, rtol=1e-2)["bad"] == 0
+    assert cmp(out, ref, atol=1e-6, rtol=1e-6)["bad"] > 0
+
+
+def test_compare_integer_output_unwritten():
+    ref = torch.tensor([1, 2, 3, 4], dtype=torch.int64)
+    out = torch.tensor([1, C.INT_POISON, 3, C.INT_POISON], dtype=torch.int64)
+    r = cmp(out, ref, atol=0.5, rtol=0)
+    assert r["unwritten"] == 2 and C.UNWRITTEN in C.check_reasons(r)
+
+
+@pytest.mark.parametrize("out, shape, dtype", [
+    (torch.zeros(3, 4), (4, 3), torch.float32),
+    (torch.zeros(12), (3, 4), torch.float32),
+    (torch.zeros(3, 4, dtype=torch.float16), (3, 4), torch.float32),
+])
+def test_compare_layout_mismatch(out, shape, dtype):
+    r = C.compare(out, torch.zeros(3, 4), shape, dtype, 1e-3, 1e-3)
+    assert not r["layout_ok"] and "expected" in r["why"]
+    assert C.check_reasons(r) == [C.LAYOUT]
+
+
+def test_compare_rejects_tensor_subclass_and_non_tensors():
+    class Sneaky(torch.Tensor):
+        pass
+
+    ref = torch.zeros(3)
+    sub = ref.clone().as_subclass(Sneaky)
+    r = C.compare(sub, ref, (3,), torch.float32, 1e-3, 1e-3)
+    assert not r["layout_ok"] and "Sneaky" in r["why"]
+    assert C.check_reasons(r) == [C.LAYOUT]
+    p = torch.nn.Parameter(ref.clone())
+    assert not C.compare(p, ref, (3,), torch.float32, 1e-3, 1e-3)["layout_ok"]
+    for bad in (None, [0.0, 0.0, 0.0], ref.numpy()):
+        r = C.compare(bad, ref, (3,), torch.float32, 1e-3, 1e-3)
+        assert not r["layout_ok"]
+
+
+def test_compare_empty():
+    r = cmp(torch.empty(0, 3), torch.empty(0, 3))
+    assert r["layout_ok"] and r["numel"] == 0 and C.check_reasons(r) == []
+
+
+def test_compare_values_are_plain_python():
+    ref = torch.randn(8)
+    r = cmp(ref + 1, ref)
+    assert all(isinstance(v, (bool, int, float, str)) for v in r.values())
+
+
+# ---- error_ratio_problem ---------------------------------------------------------------------------------
+
+def stats(max_norm=0.1, mean_abs=1e-4, bad=0, unwritten=0, specials=0, layout_ok=True):
+    return {"layout_ok": layout_ok, "unwritten": unwritten, "specials_mismatch": specials, "bad": bad,
+            "max_norm_err": max_norm, "mean_abs_err": mean_abs}
+
+
+def test_error_ratio_within_k_passes():
+    assert C.error_ratio_problem(stats(0.19), stats(0.1), k=2, floor=0.05, atol=1e-2) is None
+
+
+def test_error_ratio_k_rule_bites_on_worst_error():
+    msg = C.error_ratio_problem(stats(0.25), stats(0.1), k=2, floor=0.05, atol=1e-2)
+    assert msg and "worst normalised error" in msg and "0.25" in msg
+
+
+def test_error_ratio_k_rule_bites_on_mean_error():
+    msg = C.error_ratio_problem(stats(0.1, mean_abs=5e-3), stats(0.1, mean_abs=1e-3), k=2, floor=0.05, atol=1e-2)
+    assert msg and "mean abs error" in msg
+
+
+def test_error_ratio_floor():
+    # baseline exact: the candidate may still use k * floor of the tolerance
+    assert C.error_ratio_problem(stats(0.09, 4e-4), stats(0.0, 0.0), k=2, floor=0.05, atol=1e-2) is None
+    assert C.error_ratio_problem(stats(0.11, 0.0), stats(0.0, 0.0), k=2, floor=0.05, atol=1e-2)
+    assert C.error_ratio_problem(stats(0.0, 1.1e-3), stats(0.0, 0.0), k=2, floor=0.05, atol=1e-2)
+
+
+@pytest.mark.parametrize("base", [None, stats(bad=1), stats(unwritten=1), stats(specials=1), stats(layout_ok=False)])
+def test_error_ratio_skipped_when_baseline_out_of_tolerance(base):
+    assert C.error_ratio_problem(stats(50.0, 1.0), base, k=2, floor=0.05, atol=1e-2) is None
+
+
+def test_error_ratio_on_real_compare_output():
+    ref = torch.linspace(-1, 1, 1000, dtype=torch.float64)
+    base = cmp(ref + 1e-4, ref, atol=1e-3, rtol=0)
+    cand = cmp(ref + 5e-4, ref, atol=1e-3, rtol=0)
+    assert base["bad"] == cand["bad"] == 0
+    assert C.error_ratio_problem(cand, base, k=2, floor=0.05, atol=1e-3)
+    assert C.error_ratio_problem(cand, base, k=6, floor=0.05, atol=1e-3) is None
+
+
+# ---- snapshots and mutated inputs ------------------------------------------------------------------------
+
+def gappy_inputs():
+    spec = TensorSpec((3, 4), "bfloat16", (7, 1), 2, "normal")
+    x = build_tensor(spec, "cpu")
+    fill_(x, spec, make_generator("cpu", 1))
+    yspec = TensorSpec((5,), "float32", contiguous_strides((5,)), 0, "normal")
+    y = build_tensor(yspec, "cpu")
+    fill_(y, yspec, make_generator("cpu", 2))
+    return {"x": x, "y": y, "none": None}
+
+
+def test_untouched_inputs_not_mutated():
+    inputs = gappy_inputs()
+    snaps = C.snapshot_inputs(inputs)
+    assert set(snaps) == {"x", "y"}
+    assert C.mutated_inputs(inputs, snaps, []) == []
+
+
+def test_write_into_gap_bytes_detected():
+    inputs = gappy_inputs()
+    snaps = C.snapshot_inputs(inputs)
+    flat = storage_of(inputs["x"])
+    flat[6] = flat[6] + 1  # between row 0 (2..5) and row 1 (9..12): not part of the view
+    assert torch.equal(inputs["x"], C.restore_views(inputs, snaps)["x"])  # the view itself is unchanged
+    assert C.mutated_inputs(inputs, snaps, []) == ["x"]
+
+
+def test_write_before_storage_offset_detected():
+    inputs = gappy_inputs()
+    snaps = C.snapshot_inputs(inputs)
+    storage_of(inputs["x"])[0] = 99.0
+    assert C.mutated_inputs(inputs, snaps, []) == ["x"]
+
+
+def test_write_into_view_detected_and_allowed_list():
+    inputs = gappy_inputs()
+    snaps = C.snapshot_inputs(inputs)
+    inputs["x"][1, 2] = 1234.0
+    inputs["y"].zero_()
+    assert C.mutated_inputs(inputs, snaps, []) == ["x", "y"]
+    assert C.mutated_inputs(inputs, snaps, ["x"]) == ["y"]
+
+
+def test_bitwise_nan_payload_change_detected():
+    x = torch.full((4,), NAN)
+    inputs = {"x": x}
+    snaps = C.snapshot_inputs(inputs)
+    x.view(torch.int32)[0] = 0x7FC00001  # still NaN, different bits
+    assert bool(torch.isnan(x).all())
+    assert C.mutated_inputs(inputs, snaps, []) == ["x"]
+
+
+def test_snapshot_is_a_copy_and_restore_views_keeps_layout():
+    inputs = gappy_inputs()
+    snaps = C.snapshot_inputs(inputs)
+    views = C.restore_views(inputs, snaps)
+    assert views["none"] is None
+    assert views["x"].stride() == inputs["x"].stride() and views["x"].storage_offset() == 2
+    assert torch.equal(views["x"], inputs["x"])
+    inputs["x"].fill_(0)
+    assert not torch.equal(views["x"], inputs["x"])
+
+
+# ---- check_reasons / finite_or_none ----------------------------------------------------------------------
+
+def test_check_reasons_layout_short_circuits():
+    assert C.check_reasons(stats(layout_ok=False, bad=3, unwritten=2)) == [C.LAYOUT]
+
+
+def test_check_reasons_all():
+    assert C.check_reasons(stats(bad=1, unwritten=2, specials=3)) == [C.UNWRITTEN, C.SPECIALS, C.MISMATCH]
+    assert C.check_reasons(stats(unwritten=2, specials=2)) == [C.UNWRITTEN]
+    assert C.check_reasons(stats()) == []
+
+
+def test_finite_or_none():
+    assert C.finite_or_none(1.5) == 1.5
+    assert C.finite_or_none(INF) is None and C.finite_or_none(NAN) is None and C.finite_or_none(None) is None

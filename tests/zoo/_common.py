@@ -1,0 +1,51 @@
+"""Shared helpers of the exploit-zoo fakes; not a candidate itself (loaded by path from each fake).
+
+`real_kernel` runs the task's real candidate kernel (solution/scale_shift.py) loaded under a private module name,
+so a fake can produce correct numbers and differ from a good candidate only in its trick. `torch_math` is the
+same math written with torch ops (a re-implementation: the oracle itself is off limits to a candidate).
+"""
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SOLUTION = REPO / "diffusion/kernels/fuse_scale_shift/solution/scale_shift.py"
+_NAME = "kda_zoo_real_scale_shift"
+
+
+def real_module():
+    mod = sys.modules.get(_NAME)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(_NAME, SOLUTION)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[_NAME] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def real_kernel(x, scale, shift, scale_constant, out):
+    """The real candidate kernel: writes y = x * (scale_constant + scale) + shift into out, returns out."""
+    return real_module().fuse_scale_shift_kernel(x, scale, shift, scale_constant, out=out)
+
+
+def as_blc(t: torch.Tensor, B: int, L: int, C: int) -> torch.Tensor:
+    """scalar / [B, C] / [B|1, L|1, C] / [B|1, F, 1, C] modulation as a tensor broadcastable to [B, L, C]."""
+    if t.dim() == 0 or (t.dim() == 1 and t.numel() == 1):
+        return t.reshape(1, 1, 1)
+    if t.dim() == 2:
+        return t[:, None, :]
+    if t.dim() == 3:
+        return t
+    frames = t.shape[1]
+    return t.expand(t.shape[0], frames, L // frames, C).reshape(t.shape[0], L, C)
+
+
+def torch_math(x, scale, shift, scale_constant, compute_dtype=torch.float32):
+    """y in compute_dtype (not yet cast to x's dtype)."""
+    B, L, C = x.shape
+    s = as_blc(scale, B, L, C).to(compute_dtype)
+    h = as_blc(shift, B, L, C).to(compute_dtype)
+    return x.to(compute_dtype) * (scale_constant + s) + h
+
