@@ -92,6 +92,9 @@ class RowRunner:
         if "eager" in comparators:
             arms["eager"] = lambda: peer(*tensors)
         if "compile" in comparators:
+            # Every row compiles the same code object; without a reset dynamo hits its recompile limit after a few
+            # rows and silently runs eager, which would make the torch.compile peer look slow.
+            torch._dynamo.reset()
             compiled = torch.compile(peer, dynamic=False)
             arms["compile"] = lambda: compiled(*tensors)
         self.arms = arms

@@ -1,13 +1,19 @@
-"""Candidate v1 for fuse_scale_shift: one streaming pass, fp32 math, any broadcast form through strides.
+"""Candidate v2 for fuse_scale_shift: one streaming pass, fp32 math, any broadcast form through strides.
 
-Why it should beat upstream: upstream tiles 128 x 128 elements over (L, C) per batch with a fixed grid and loads
-broadcast scale/shift as full 2-D tiles; here a tile covers whole 16-byte vectors along C, rows are flattened over
-B*L so large rows fill every SM with few programs, broadcast modulation is loaded once per tile column, and x and
-y are marked evict-first so the modulation vectors stay in L2.
+v1 (why it beats upstream on large rows): upstream tiles 128 x 128 elements over (L, C) per batch with 196 registers
+per thread and 11% occupancy; here a tile covers whole 16-byte vectors along C, rows are flattened over B*L, and x,
+shift and y are marked evict-first so broadcast modulation stays in L2 (63 registers, 41% occupancy, 4.1 TB/s on the
+largest Wan row under Nsight Compute).
+v2: broadcast modulation is loaded straight into the 2-D tile layout (a zero row offset) instead of a 1-D load
+broadcast across rows, which cost a shared-memory layout conversion and its barrier (the second stall reason in the
+v1 profile); and the launch skips Triton's per-call argument binding once a specialisation is compiled
+(solution/launch.py), because small rows are host-bound.
 """
 import torch
 import triton
 import triton.language as tl
+
+from .launch import LaunchCache
 
 
 @triton.jit
@@ -25,27 +31,26 @@ def _scale_shift_kernel(
     rmask = rows < n_rows
     if EVEN_C:
         mask = rmask[:, None]
-        cmask = cols < BLOCK_C * (tl.program_id(1) + 1)
     else:
-        cmask = cols < C
-        mask = rmask[:, None] & cmask[None, :]
+        mask = rmask[:, None] & (cols < C)[None, :]
     rows64 = rows.to(tl.int64)
     offs = rows64[:, None] * C + cols[None, :]
     x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
 
     b = rows64 // L
     l_idx = rows64 % L
+    zero_rows = rows64[:, None] * 0  # same 2-D layout as x, so no layout conversion for broadcast operands
     if SCALE_PER_ROW:
         s_row = b * sc_b + (l_idx // sc_frame) * sc_l
         s = tl.load(scale_ptr + s_row[:, None] + cols[None, :] * sc_c, mask=mask, other=0.0).to(tl.float32)
     else:
-        s = tl.load(scale_ptr + cols * sc_c, mask=cmask, other=0.0).to(tl.float32)[None, :]
+        s = tl.load(scale_ptr + zero_rows + cols[None, :] * sc_c, mask=mask, other=0.0).to(tl.float32)
     if SHIFT_PER_ROW:
         h_row = b * sh_b + (l_idx // sh_frame) * sh_l
         h = tl.load(shift_ptr + h_row[:, None] + cols[None, :] * sh_c, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
     else:
-        h = tl.load(shift_ptr + cols * sh_c, mask=cmask, other=0.0).to(tl.float32)[None, :]
+        h = tl.load(shift_ptr + zero_rows + cols[None, :] * sh_c, mask=mask, other=0.0).to(tl.float32)
 
     y = x * (scale_constant + s) + h
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
@@ -94,13 +99,12 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
     sb, sl, sc, sf = _modulation_layout(scale, B, L, C, "scale")
     hb, hl, hc, hf = _modulation_layout(shift, B, L, C, "shift")
     block_r, block_cols, num_warps = _launch_config(n_rows, C)
-    grid = (triton.cdiv(n_rows, block_r), triton.cdiv(C, block_cols))
-    _scale_shift_kernel[grid](
-        x, scale, shift, out, n_rows, L, C,
-        sb, sl, sc, sf, hb, hl, hc, hf, float(scale_constant),
-        SCALE_PER_ROW=(sb != 0 and B > 1) or (sl != 0 and L > 1),
-        SHIFT_PER_ROW=(hb != 0 and B > 1) or (hl != 0 and L > 1),
-        EVEN_C=C % block_cols == 0,
-        BLOCK_R=block_r, BLOCK_C=block_cols, num_warps=num_warps,
-    )
+    grid = (triton.cdiv(n_rows, block_r), triton.cdiv(C, block_cols), 1)
+    constexprs = ((sb != 0 and B > 1) or (sl != 0 and L > 1), (hb != 0 and B > 1) or (hl != 0 and L > 1),
+                  C % block_cols == 0, block_r, block_cols)
+    _launch(grid, (x, scale, shift, out), (n_rows, L, C, sb, sl, sc, sf, hb, hl, hc, hf), (float(scale_constant),),
+            constexprs, num_warps)
     return out
+
+
+_launch = LaunchCache(_scale_shift_kernel)
