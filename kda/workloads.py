@@ -108,7 +108,7 @@ def _layout_problem(shape: tuple[int, ...], stride: tuple[int, ...]) -> str | No
     for s, n in dims:
         if s < extent:
             return f"dimensions overlap in memory (stride {s} < extent {extent} of the faster dimensions)"
-        extent = s * n
+        extent += (n - 1) * s
     return None
 
 

@@ -32,3 +32,8 @@ def test_unknown_gpu_slug_is_filename_safe_and_has_no_datasheet():
 def test_every_datasheet_entry_is_a_plausible_bandwidth():
     assert all(1.0 < v < 10.0 for v in DATASHEET_TBPS.values())
     assert DATASHEET_TBPS["h200"] > DATASHEET_TBPS["h100"] > DATASHEET_TBPS["h100-pcie"]
+
+
+def test_h100_nvl_is_not_the_sxm_datasheet():
+    slug = gpu_slug("NVIDIA H100 NVL")
+    assert datasheet_tbps(slug) is None or datasheet_tbps(slug) >= 3.9

@@ -44,19 +44,61 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 JIT_DECORATORS = ("jit", "autotune", "heuristics", "kernel")
+DEVICE_MODULES = ("triton", "cutlass")
 
 
-def _device_function_nodes(tree: ast.AST) -> set[int]:
+def _aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> canonical dotted name, from every import in the file (`import time as clock`, `from torch import add`)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def _resolve(name: str | None, aliases: dict[str, str]) -> str | None:
+    if not name:
+        return None
+    head, _, rest = name.partition(".")
+    base = aliases.get(head, head)
+    return f"{base}.{rest}" if rest else base
+
+
+def _device_function_nodes(tree: ast.AST, aliases: dict[str, str]) -> set[int]:
+    """Nodes inside functions decorated by a real Triton / CuTe decorator (its root must be an imported module)."""
     inside: set[int] = set()
     for fn in ast.walk(tree):
         if isinstance(fn, ast.FunctionDef):
             for dec in fn.decorator_list:
                 target = dec.func if isinstance(dec, ast.Call) else dec
-                name = _dotted(target) or ""
-                if name.split(".")[-1] in JIT_DECORATORS and name.split(".")[0] in ("triton", "cute", "tl"):
+                raw = _dotted(target) or ""
+                resolved = _resolve(raw, aliases) or ""
+                imported = raw.split(".")[0] in aliases and resolved.split(".")[0] in DEVICE_MODULES
+                if imported and resolved.split(".")[-1] in JIT_DECORATORS:
                     inside.update(id(n) for n in ast.walk(fn) if n is not fn)
                     break
     return inside
+
+
+def _name_problem(name: str) -> str | None:
+    """Why a (resolved) dotted name may not appear in a solution, or None."""
+    parts = name.split(".")
+    if parts[0] in FORBIDDEN_MODULES or name.startswith("torch.nn"):
+        return "the baseline, the oracle, the harness, introspection and torch.nn are off limits"
+    if parts[0] == "torch" and len(parts) >= 2:
+        if parts[1] not in TORCH_ALLOWED:
+            return "torch compute ops may not run on the candidate's hot path"
+        if parts[1] == "cuda" and len(parts) >= 3 and parts[2] not in TORCH_CUDA_ALLOWED:
+            return "streams, events and timers belong to the harness"
+        if parts[1] == "ops" and len(parts) >= 3 and parts[2] == "aten":
+            return "aten ops are torch compute ops"
+    if parts[0] == "time" or parts[-1].startswith("perf_counter"):
+        return "timers belong to the harness"
+    return None
 
 
 def static_violations(files: list[Path]) -> list[str]:
@@ -70,39 +112,44 @@ def static_violations(files: list[Path]) -> list[str]:
         except SyntaxError as e:
             found.append(f"{path}:{e.lineno}: does not parse: {e.msg}")
             continue
-        device_code = _device_function_nodes(tree)
+        aliases = _aliases(tree)
+        device_code = _device_function_nodes(tree, aliases)
         for node in ast.walk(tree):
             where = f"{path.name}:{getattr(node, 'lineno', '?')}"
             if id(node) in device_code:
                 continue  # inside a @triton.jit / CuTe kernel: tensor methods there are device ops, not torch
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    continue  # relative import inside the solution package
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
                 for name in names:
-                    top = name.split(".")[0]
-                    if isinstance(node, ast.ImportFrom) and node.level:
-                        continue  # relative import inside the solution package
-                    if top in FORBIDDEN_MODULES or name.startswith("torch.nn"):
-                        found.append(f"{where}: imports {name!r} (the baseline, the oracle, the harness and introspection are off limits)")
-            elif isinstance(node, ast.Attribute):
-                name = _dotted(node)
-                if not name:
-                    continue
-                parts = name.split(".")
-                if parts[0] == "torch" and len(parts) >= 2:
-                    if parts[1] not in TORCH_ALLOWED:
-                        found.append(f"{where}: uses {name} (torch compute ops may not run on the candidate's hot path)")
-                    elif parts[1] == "cuda" and len(parts) >= 3 and parts[2] not in TORCH_CUDA_ALLOWED:
-                        found.append(f"{where}: uses {name} (streams, events and timers belong to the harness)")
-                    elif parts[1] == "ops" and len(parts) >= 3 and parts[2] == "aten":
-                        found.append(f"{where}: uses {name} (aten ops are torch compute ops)")
-                if parts[0] == "time" or name.endswith("perf_counter"):
-                    found.append(f"{where}: uses {name} (timers belong to the harness)")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in TENSOR_COMPUTE_METHODS and _dotted(node.func.value) not in ("triton", "tl", "math"):
-                    owner = _dotted(node.func.value) or "<expr>"
-                    if not owner.startswith(("tl.", "triton.")):
+                    problem = _name_problem(name)
+                    if problem:
+                        found.append(f"{where}: imports {name!r} ({problem})")
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) or \
+                    isinstance(node, ast.Name) and node.id in aliases:
+                written = _dotted(node)
+                name = _resolve(written, aliases)
+                problem = _name_problem(name) if name else None
+                if problem:
+                    shown = written if written == name else f"{written} (= {name})"
+                    found.append(f"{where}: uses {shown} ({problem})")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for t in targets:
+                    name = _resolve(_dotted(t), aliases) if isinstance(t, ast.Attribute) else None
+                    if name and name.split(".")[0] in ("torch", "time", "sys", "triton", "builtins", "os"):
+                        found.append(f"{where}: assigns {name} (patching library or harness state is forbidden)")
+            if isinstance(node, ast.Call):
+                fname = _resolve(_dotted(node.func), aliases) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
+                if fname in ("setattr", "delattr", "exec", "eval", "__import__", "builtins.setattr", "importlib.import_module"):
+                    found.append(f"{where}: calls {fname}() (dynamic patching or imports are forbidden)")
+                if isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_COMPUTE_METHODS:
+                    owner = _resolve(_dotted(node.func.value), aliases) or "<expr>"
+                    if not owner.startswith(("triton", "math")):
                         found.append(f"{where}: calls .{node.func.attr}() on {owner} (tensor compute on the hot path)")
-    return found
+    return sorted(set(found), key=found.index)
 
 
 class CallTracer:
@@ -180,54 +227,76 @@ class CallTracer:
         return False
 
 
-def _watched() -> dict[str, object]:
-    cuda = torch.cuda
-    return {
-        "torch.cuda.Event": cuda.Event,
-        "torch.cuda.Event.record": cuda.Event.record,
-        "torch.cuda.Event.elapsed_time": cuda.Event.elapsed_time,
-        "torch.cuda.Event.synchronize": cuda.Event.synchronize,
-        "torch.cuda.synchronize": cuda.synchronize,
-        "torch.cuda.CUDAGraph.replay": cuda.CUDAGraph.replay,
-        "torch.cuda.graph": cuda.graph,
-        "time.perf_counter": time.perf_counter,
-        "time.perf_counter_ns": time.perf_counter_ns,
-        "time.time": time.time,
-        "torch.equal": torch.equal,
-        "torch.isnan": torch.isnan,
-        "torch.isinf": torch.isinf,
-        "torch.isfinite": torch.isfinite,
-        "torch.Tensor.clone": torch.Tensor.clone,
-        "torch.Tensor.fill_": torch.Tensor.fill_,
-        "torch.Tensor.to": torch.Tensor.to,
-        "torch.Tensor.__sub__": torch.Tensor.__sub__,
-        "torch.Tensor.abs": torch.Tensor.abs,
-        "sys.setprofile": sys.setprofile,
-    }
+_MISSING = object()
+
+
+def _namespaces() -> dict[str, object]:
+    """Objects whose whole attribute tables are watched: the classes and modules the harness times and checks with."""
+    return {"torch.Tensor": torch.Tensor, "torch.cuda.Event": torch.cuda.Event,
+            "torch.cuda.CUDAGraph": torch.cuda.CUDAGraph, "time": time}
+
+
+# Module-level functions watched by name (whole torch / torch.cuda tables grow legitimately as submodules load).
+_MODULE_KEYS = {
+    "torch": ("equal", "isnan", "isinf", "isfinite", "where", "sign", "abs", "empty", "empty_like", "compile"),
+    "torch.cuda": ("Event", "CUDAGraph", "graph", "synchronize", "Stream", "stream", "current_stream"),
+    "sys": ("setprofile", "getprofile"),
+}
+
+
+def _module(name: str):
+    return {"torch": torch, "torch.cuda": torch.cuda, "sys": sys}[name]
 
 
 class TamperWatch:
-    """Captures the functions the harness relies on; `changed()` lists any that were replaced since."""
+    """Snapshots the attribute tables the harness relies on; `changed()` lists anything replaced, added or removed."""
 
     def __init__(self):
-        self.original = _watched()
+        self.tables = {k: dict(vars(obj)) for k, obj in _namespaces().items()}
+        self.keys = {m: {k: getattr(_module(m), k, _MISSING) for k in keys} for m, keys in _MODULE_KEYS.items()}
+        self.objects = _namespaces()
 
     def changed(self) -> list[str]:
-        now = _watched()
-        return [k for k, v in self.original.items() if now[k] is not v]
+        out = []
+        now = _namespaces()
+        for name, obj in now.items():
+            if obj is not self.objects[name]:
+                out.append(name)
+                continue
+            table, old = vars(obj), self.tables[name]
+            for k in set(table) | set(old):
+                if table.get(k, _MISSING) is not old.get(k, _MISSING):
+                    out.append(f"{name}.{k}")
+        for m, keys in self.keys.items():
+            mod = _module(m)
+            for k, v in keys.items():
+                if getattr(mod, k, _MISSING) is not v:
+                    out.append(f"{m}.{k}")
+        return sorted(out)
 
     def restore(self) -> None:
         """Put the originals back so the rest of the run measures honestly (the row is already failed)."""
-        import builtins  # noqa: F401  (keeps restore free of candidate-visible state)
-
-        torch.cuda.Event = self.original["torch.cuda.Event"]
-        for key, value in self.original.items():
-            owner_path, attr = key.rsplit(".", 1)
-            owner = {"torch.cuda.Event": torch.cuda.Event, "torch.cuda.CUDAGraph": torch.cuda.CUDAGraph,
-                     "torch.cuda": torch.cuda, "torch": torch, "time": time, "torch.Tensor": torch.Tensor,
-                     "sys": sys}[owner_path]
-            if getattr(owner, attr) is not value:
-                setattr(owner, attr, value)
+        torch.cuda.Event = self.objects["torch.cuda.Event"]
+        torch.cuda.CUDAGraph = self.objects["torch.cuda.CUDAGraph"]
+        torch.Tensor = self.objects["torch.Tensor"]
+        for name, old in self.tables.items():
+            obj = self.objects[name]
+            table = vars(obj)
+            for k in set(table) | set(old):
+                if table.get(k, _MISSING) is old.get(k, _MISSING):
+                    continue
+                if k not in old:
+                    delattr(obj, k)
+                else:
+                    setattr(obj, k, old[k])
+        for m, keys in self.keys.items():
+            mod = _module(m)
+            for k, v in keys.items():
+                if getattr(mod, k, _MISSING) is not v:
+                    if v is _MISSING:
+                        delattr(mod, k)
+                    else:
+                        setattr(mod, k, v)
 
 
 PYTORCH_KERNEL_MARKERS = ("at::native", "at::cuda", "aten::", "cublas", "cudnn", "triton_poi_", "triton_red_",

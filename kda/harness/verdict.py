@@ -34,7 +34,8 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
         add(C.TIMEOUT, raw["timeout"])
         return reasons, details
     if raw.get("crash"):
-        add(C.CRASH, raw["crash"].strip().splitlines()[-1][:300])
+        lines = raw["crash"].strip().splitlines()
+        add(C.CRASH, lines[-1][:300] if lines else "the worker crashed without a message")
         return reasons, details
     base_by_trial = {r["trial"]: r for r in _arm_checks(raw, "baseline")}
     k, floor = cfg["check"]["k_error_ratio"], cfg["check"]["error_floor"]

@@ -118,10 +118,20 @@ def test_compare_low_precision_output_against_fp32_oracle():
 
 
 def test_compare_integer_output_unwritten():
-    ref = torch.tensor([1, 2, 3, 4], dtype=torch.int64)
+    # the oracle contract: references are fp32/fp64, outputs may be integer
+    ref = torch.tensor([1, 2, 3, 4], dtype=torch.float64)
     out = torch.tensor([1, C.INT_POISON, 3, C.INT_POISON], dtype=torch.int64)
     r = cmp(out, ref, atol=0.5, rtol=0)
-    assert r["unwritten"] == 2 and C.UNWRITTEN in C.check_reasons(r)
+    assert r["unwritten"] == 2 and r["bad"] == 2
+    assert C.check_reasons(r) == [C.UNWRITTEN, C.MISMATCH]
+    r = cmp(torch.tensor([1, 2, 3, 4]), ref, atol=0.5, rtol=0)
+    assert C.check_reasons(r) == [] and r["unwritten"] == 0
+
+
+def test_compare_integer_reference_does_not_crash():
+    ref = torch.tensor([1, 2, 3], dtype=torch.int64)
+    r = cmp(ref.clone(), ref, atol=0.5, rtol=0)
+    assert r["bad"] == 0
 
 
 @pytest.mark.parametrize("out, shape, dtype", [

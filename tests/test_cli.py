@@ -1,0 +1,65 @@
+"""kda/cli.py: the command line, end to end in a subprocess (no GPU needed)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kda import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def kda(*args, **env):
+    e = {**os.environ, "COLUMNS": "250", "CUDA_VISIBLE_DEVICES": "", **env}
+    return subprocess.run([sys.executable, "-m", "kda", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=e)
+
+
+def test_tasks_lists_fuse_scale_shift():
+    p = kda("tasks")
+    assert p.returncode == 0, p.stderr
+    assert "fuse_scale_shift" in p.stdout and "diffusion" in p.stdout
+    assert "sglang.jit_kernel.diffusion.triton.scale_shift:fuse_scale_shift_kernel" in p.stdout
+
+
+def test_check_unknown_task_exits_2_with_message():
+    p = kda("check", "nonexistent_task", "--cpu")
+    assert p.returncode == 2
+    assert "kda: error: no task named 'nonexistent_task'" in p.stderr
+    assert "known tasks: fuse_scale_shift" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_bench_without_gpu_exits_2():
+    p = kda("bench", "fuse_scale_shift")
+    assert p.returncode == 2
+    assert "no CUDA GPU is visible" in p.stderr and "--cpu" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_usage_errors(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main([])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "fuse_scale_shift", "--cpu"])  # --cpu belongs to check only
+    assert e.value.code == 2
+    assert "--cpu" in capsys.readouterr().err
+
+
+def test_parser_options():
+    a = cli.build_parser().parse_args(["check", "t", "--cpu", "--rows", "a,b", "--salt", "7"])
+    assert a.fn is cli.cmd_check and a.cpu and a.rows == "a,b" and a.salt == 7
+    a = cli.build_parser().parse_args(["bench", "t", "--aa", "--no-write"])
+    assert a.fn is cli.cmd_bench and a.aa and a.no_write and a.salt is None
+    a = cli.build_parser().parse_args(["run"])
+    assert a.fn is cli.cmd_run and a.task is None
+
+
+def test_kda_error_is_printed_without_traceback(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_has_gpu", lambda: False)
+    assert cli.main(["bench", "fuse_scale_shift"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kda: error: no CUDA GPU is visible")

@@ -1,0 +1,181 @@
+"""kda/vendor/importer.py: the guarded import root answers every import of the upstream top-level package."""
+import importlib
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kda.config import TaskConfig
+from kda.errors import KdaError
+from kda.vendor.fetch import VendorInfo
+from kda.vendor.importer import SHIM_DIR, SHIMS, GuardedUpstreamFinder, install_finder, load_entry_points, module_name
+
+
+def _purge(top: str) -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not (isinstance(f, GuardedUpstreamFinder) and f.top == top)]
+    for name in list(sys.modules):
+        if name == top or name.startswith(top + "."):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+@pytest.fixture
+def fake_tree(tmp_path):
+    """A fake upstream package `fakeup_<hex>` with two vendored files and one shim, outside sys.path."""
+    top = f"fakeup_{uuid.uuid4().hex[:10]}"
+    root = tmp_path / "vendor"
+    pkg = root / top / "kernels" / "triton"
+    pkg.mkdir(parents=True)
+    (pkg / "ops.py").write_text(
+        f"from {top}.runtime.platforms import current_platform\n"
+        f"from {top}.kernels.triton import util\n"
+        "def entry(x):\n    return util.twice(x) + current_platform.bonus\n")
+    (pkg / "util.py").write_text("def twice(x):\n    return 2 * x\n")
+    (pkg / "greedy.py").write_text(f"import {top}.not_vendored.helpers\n")
+    shim = tmp_path / "shim_platforms.py"
+    shim.write_text("class _P:\n    bonus = 100\ncurrent_platform = _P()\n")
+    files = [f"{top}/kernels/triton/ops.py", f"{top}/kernels/triton/util.py", f"{top}/kernels/triton/greedy.py"]
+    yield top, root, files, shim
+    _purge(top)
+    assert not any(isinstance(f, GuardedUpstreamFinder) and f.top == top for f in sys.meta_path)
+    assert not any(n == top or n.startswith(top + ".") for n in sys.modules)
+
+
+def finder_for(top, root, files, shim):
+    mods = {module_name(p): root / p for p in files}
+    f = GuardedUpstreamFinder(top, mods, {f"{top}.runtime.platforms": shim})
+    sys.meta_path.insert(0, f)
+    return f
+
+
+def test_module_name():
+    assert module_name("sglang/jit_kernel/diffusion/triton/scale_shift.py") == \
+        "sglang.jit_kernel.diffusion.triton.scale_shift"
+
+
+def test_vendored_file_and_shim_import(fake_tree):
+    top, root, files, shim = fake_tree
+    f = finder_for(top, root, files, shim)
+    ops = importlib.import_module(f"{top}.kernels.triton.ops")
+    assert ops.entry(5) == 110
+    assert Path(ops.__file__) == root / top / "kernels" / "triton" / "ops.py"
+    plat = sys.modules[f"{top}.runtime.platforms"]
+    assert Path(plat.__file__) == shim
+    assert set(f.loaded) == {f"{top}.kernels.triton.ops", f"{top}.runtime.platforms", f"{top}.kernels.triton.util"}
+    # parents are empty packages
+    assert sys.modules[top].__path__ == [] and sys.modules[f"{top}.runtime"].__path__ == []
+
+
+def test_unexpected_import_raises_naming_module(fake_tree):
+    top, root, files, shim = fake_tree
+    finder_for(top, root, files, shim)
+    with pytest.raises(ImportError, match=rf"'{top}\.not_vendored'") as e:
+        importlib.import_module(f"{top}.kernels.triton.greedy")
+    assert "upstream.files" in str(e.value) and "shim" in str(e.value)
+    with pytest.raises(ImportError, match=rf"'{top}\.kernels\.cuda'"):
+        importlib.import_module(f"{top}.kernels.cuda")
+
+
+def test_from_import_of_missing_name_raises(fake_tree):
+    top, root, files, shim = fake_tree
+    finder_for(top, root, files, shim)
+    with pytest.raises(ImportError, match="neither a vendored file"):
+        exec(f"from {top}.kernels.triton import nope", {})
+
+
+def test_finder_ignores_other_packages(fake_tree):
+    top, root, files, shim = fake_tree
+    f = GuardedUpstreamFinder(top, {}, {})
+    assert f.find_spec("json") is None
+    assert f.find_spec(top + "x") is None  # same prefix, different package
+
+
+def test_install_finder_first_on_meta_path_and_idempotent(fake_tree):
+    top, root, files, _ = fake_tree
+    f = install_finder(top, root, files, [])
+    assert sys.meta_path[0] is f
+    assert install_finder(top, root, files, []) is f
+    assert sum(isinstance(x, GuardedUpstreamFinder) and x.top == top for x in sys.meta_path) == 1
+    util = importlib.import_module(f"{top}.kernels.triton.util")
+    assert util.twice(4) == 8
+    with pytest.raises(ImportError, match=rf"'{top}\.runtime'"):
+        importlib.import_module(f"{top}.kernels.triton.ops")  # needs the shim, which was not installed
+
+
+def test_install_finder_refuses_real_package_already_imported(fake_tree, tmp_path):
+    top, root, files, _ = fake_tree
+    real = tmp_path / "site" / top
+    real.mkdir(parents=True)
+    (real / "__init__.py").write_text("REAL = True\n")
+    sys.path.insert(0, str(tmp_path / "site"))
+    try:
+        mod = importlib.import_module(top)
+        assert mod.REAL
+        with pytest.raises(KdaError, match=rf"the real '{top}' package"):
+            install_finder(top, root, files, [])
+    finally:
+        sys.path.remove(str(tmp_path / "site"))
+
+
+def test_install_finder_shadows_an_installed_package(fake_tree, tmp_path):
+    """With the real package on sys.path (but not imported), the vendored tree still wins."""
+    top, root, files, _ = fake_tree
+    real = tmp_path / "site" / top / "kernels" / "triton"
+    real.mkdir(parents=True)
+    for d in (real.parent.parent, real.parent, real):
+        (d / "__init__.py").write_text("")
+    (real / "util.py").write_text("def twice(x):\n    return 'real package'\n")
+    sys.path.insert(0, str(tmp_path / "site"))
+    try:
+        install_finder(top, root, files, [])
+        util = importlib.import_module(f"{top}.kernels.triton.util")
+        assert util.twice(3) == 6
+    finally:
+        sys.path.remove(str(tmp_path / "site"))
+
+
+def cfg_for(top, entry, path):
+    return TaskConfig(path, {"task": {"name": "fake", "entry_points": [entry]},
+                             "upstream": {"package": top, "version": "0", "files": [], "shims": []}})
+
+
+def test_load_entry_points(fake_tree, tmp_path):
+    top, root, files, _ = fake_tree
+    info = VendorInfo(top, "0", "w.whl", "0" * 64, root, {files[1]: "0" * 64})
+    fns = load_entry_points(cfg_for(top, f"{top}.kernels.triton.util:twice", tmp_path / "c.toml"), info)
+    assert fns["twice"](21) == 42
+    with pytest.raises(KdaError, match="has no 'thrice'") as e:
+        load_entry_points(cfg_for(top, f"{top}.kernels.triton.util:thrice", tmp_path / "c.toml"), info)
+    assert str(tmp_path / "c.toml") in str(e.value)
+    with pytest.raises(KdaError, match="is not in a vendored file"):
+        load_entry_points(cfg_for(top, f"{top}.kernels.triton.other:f", tmp_path / "c.toml"), info)
+
+
+def test_committed_shims_exist():
+    for mod, fname in SHIMS.items():
+        assert mod.startswith("sglang.") and (SHIM_DIR / fname).is_file()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".kda-cache" / "vendor" / "sglang-0.5.15"
+
+
+@pytest.mark.skipif(not (CACHE / "MANIFEST.json").is_file(), reason="vendored sglang cache not present (run kda vendor)")
+def test_real_entry_point_loads_through_shim(monkeypatch):
+    from kda.config import load_config
+    from kda.vendor.fetch import vendor_task
+
+    if any(n == "sglang" or n.startswith("sglang.") for n in sys.modules):
+        pytest.skip("sglang already imported in this process")
+    monkeypatch.setenv("KDA_CACHE", str(ROOT / ".kda-cache"))
+    cfg = load_config(ROOT / "diffusion" / "kernels" / "fuse_scale_shift" / "config.toml")
+    try:
+        info = vendor_task(cfg, allow_download=False)
+        fns = load_entry_points(cfg, info)
+        assert callable(fns["fuse_scale_shift_kernel"])
+        assert Path(sys.modules[fns["fuse_scale_shift_kernel"].__module__].__file__).is_relative_to(CACHE)
+        plat = sys.modules["sglang.multimodal_gen.runtime.platforms"]
+        assert Path(plat.__file__) == SHIM_DIR / "sglang_platforms.py"
+    finally:
+        _purge("sglang")
