@@ -1,0 +1,43 @@
+"""kda report: the committed README table and docs match the committed results files."""
+import json
+import shutil
+
+import pytest
+
+from kda import report
+from kda.paths import repo_root
+
+
+def test_committed_docs_match_results():
+    assert report.check() == []
+
+
+def test_check_notices_a_changed_results_file(tmp_path, monkeypatch):
+    root = repo_root()
+    results = [p for p in sorted(root.glob("*/kernels/*/results/*.jsonl")) if not p.stem.endswith("-aa")]
+    if not results:
+        pytest.skip("no committed results yet")
+    clone = tmp_path / "repo"
+    shutil.copytree(root, clone, ignore=shutil.ignore_patterns(".git", ".kda-cache", "__pycache__", "*.png"))
+    monkeypatch.setenv("KDA_ROOT", str(clone))
+    assert report.check() == []
+    target = clone / results[0].relative_to(root)
+    lines = target.read_text().splitlines()
+    summ = json.loads(lines[-1])
+    summ["rows_passed"] -= 1
+    lines[-1] = json.dumps(summ)
+    target.write_text("\n".join(lines) + "\n")
+    stale = report.check()
+    assert "README.md" in stale
+
+
+def test_fast_p_counts_only_correct_tasks():
+    class F:
+        aa = False
+        def __init__(self, passed, total, g):
+            self.summary = {"rows_passed": passed, "rows_total": total,
+                            "metrics": {"device_us": {"vs_baseline": {"geomean": g, "ci": [g, g]}}}}
+            self.provenance = {"gpu": {"name": "X"}}
+    from pathlib import Path
+    md = report.campaign_md({Path("a"): [F(3, 3, 1.3)], Path("b"): [F(2, 3, 2.0)], Path("c"): [F(3, 3, 0.9)]})
+    assert "| X | 3 | 1/3 | 1/3 | 0/3 |" in md
