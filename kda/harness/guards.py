@@ -15,7 +15,9 @@ from pathlib import Path
 import torch
 
 FORBIDDEN_MODULES = {"sglang", "kda", "gc", "ctypes", "inspect", "oracle", "adapter", "bench", "multiprocessing",
-                     "threading", "subprocess"}
+                     "threading", "subprocess", "sys", "concurrent", "_thread", "asyncio", "signal", "importlib",
+                     "builtins", "weakref"}
+TORCH_C_ALLOWED = {"torch._C._cuda_getCurrentRawStream"}  # the raw stream a lean launch path needs
 TORCH_ALLOWED = {
     "empty", "empty_like", "empty_strided", "Tensor", "Size", "device", "dtype", "is_tensor", "library", "ops",
     "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "int8", "int16", "int32", "int64",
@@ -96,6 +98,8 @@ def _name_problem(name: str) -> str | None:
             return "streams, events and timers belong to the harness"
         if parts[1] == "ops" and len(parts) >= 3 and parts[2] == "aten":
             return "aten ops are torch compute ops"
+        if parts[1] == "_C" and len(parts) >= 3 and ".".join(parts[:3]) not in TORCH_C_ALLOWED:
+            return "torch internals (dispatch modes, torch-function switches) are off limits"
     if parts[0] == "time" or parts[-1].startswith("perf_counter"):
         return "timers belong to the harness"
     return None
@@ -141,6 +145,8 @@ def static_violations(files: list[Path]) -> list[str]:
                     name = _resolve(_dotted(t), aliases) if isinstance(t, ast.Attribute) else None
                     if name and name.split(".")[0] in ("torch", "time", "sys", "triton", "builtins", "os"):
                         found.append(f"{where}: assigns {name} (patching library or harness state is forbidden)")
+                    if isinstance(t, ast.Attribute) and t.attr in ("__class__", "__dict__", "__code__", "__globals__"):
+                        found.append(f"{where}: assigns .{t.attr} (swapping classes or code is forbidden)")
             if isinstance(node, ast.Call):
                 fname = _resolve(_dotted(node.func), aliases) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
                 if fname in ("setattr", "delattr", "exec", "eval", "__import__", "builtins.setattr", "importlib.import_module"):
@@ -255,10 +261,17 @@ class TamperWatch:
         self.tables = {k: dict(vars(obj)) for k, obj in _namespaces().items()}
         self.keys = {m: {k: getattr(_module(m), k, _MISSING) for k in keys} for m, keys in _MODULE_KEYS.items()}
         self.objects = _namespaces()
+        self.extra: dict[str, object] = {}
+
+    def watch(self, name: str, obj: object) -> None:
+        """Also watch obj's whole attribute table (harness modules and classes, the oracle, the adapter)."""
+        self.extra[name] = obj
+        self.objects[name] = obj
+        self.tables[name] = dict(vars(obj))
 
     def changed(self) -> list[str]:
         out = []
-        now = _namespaces()
+        now = {**_namespaces(), **self.extra}
         for name, obj in now.items():
             if obj is not self.objects[name]:
                 out.append(name)

@@ -21,11 +21,42 @@ from kda.harness.guards import CallTracer, TamperWatch, torch_kernels  # noqa: E
 import torch  # noqa: E402
 
 from kda.harness import checks  # noqa: E402
+from kda.harness.checks import compare as _compare  # noqa: E402  (bound now: a candidate can't swap them later)
+from kda.harness.checks import mutated_inputs as _mutated_inputs  # noqa: E402
+from kda.harness.checks import poison_ as _poison  # noqa: E402
+from kda.harness.checks import restore_views as _restore_views  # noqa: E402
+from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
 from kda.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
 from kda.workloads import build_tensor, fill_, make_generator, trial_seed  # noqa: E402
 
 ARM_ORDER = ("baseline", "candidate", "compile", "eager")
+
+
+class Tripwire:
+    """Wraps the oracle and every vendored upstream function: a call while a checked candidate call is in flight,
+    from any thread, is recorded. (sys.setprofile sees one thread only and can be unhooked; this cannot.)"""
+
+    def __init__(self):
+        self.active = False
+        self.hits: list[str] = []
+
+    def wrap(self, fn, label: str):
+        wire = self
+
+        def tripwire(*args, **kwargs):
+            if wire.active and len(wire.hits) < 10:
+                wire.hits.append(label)
+            return fn(*args, **kwargs)
+
+        tripwire.__wrapped__ = fn
+        return tripwire
+
+    def arm_module(self, mod, root: str, label: str) -> None:
+        for name, value in list(vars(mod).items()):
+            code = getattr(value, "__code__", None)
+            if code is not None and code.co_filename.startswith(root):
+                setattr(mod, name, self.wrap(value, f"{label}.{name}"))
 
 
 def _interpreter_autotune() -> None:
@@ -48,9 +79,11 @@ def _dtype_name(dt: torch.dtype) -> str:
 
 
 class RowRunner:
-    def __init__(self, task: Task, args, upstream, solution, tamper: TamperWatch, forbidden: tuple[set, tuple]):
+    def __init__(self, task: Task, args, upstream, solution, tamper: TamperWatch, forbidden: tuple[set, tuple],
+                 tripwire: Tripwire, reference):
         self.task, self.args, self.upstream, self.solution = task, args, upstream, solution
-        self.tamper, self.forbidden = tamper, forbidden
+        self.tamper, self.forbidden, self.tripwire = tamper, forbidden, tripwire
+        self.reference = reference  # the oracle's own function, bound before the candidate was imported
         self.cfg = task.cfg
         self.device = torch.device(args.device)
         self.gpu = self.device.type == "cuda"
@@ -80,12 +113,12 @@ class RowRunner:
         else:
             arms["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, self.out)
         names = [k for k, v in inputs.items() if v is not None]
-        oracle = self.task.oracle
+        reference = self.reference
 
         def peer(*tensors):
             given = dict(zip(names, tensors))
             full = {k: given.get(k) for k in inputs}
-            ref = oracle.reference(row, full)
+            ref = reference(row, full)
             return {k: ref[k].to(self.specs[k][1]) for k in self.specs}
 
         tensors = [inputs[k] for k in names]
@@ -104,41 +137,81 @@ class RowRunner:
 
     # -- checks -------------------------------------------------------------------------------------------
     def check(self, name: str, trial: int, phase: int) -> dict:
+        """One checked call. Phase 0: NaN-poisoned output, traced. Phase 1: finite random 'stale' output and no
+        profile hook, so a candidate can tell neither that it is checked nor that it is watched."""
         record = {"arm": name, "trial": trial, "phase": phase}
         inplace = self.cfg["check"]["inplace"]
-        snaps = checks.snapshot_inputs(self.inputs)
+        snaps = _snapshot_inputs(self.inputs)
         dest = self.destination_arm(name)
+        cand = name == "candidate" and not self.args.aa
         if dest:
+            finite = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, 50 + phase)) if phase else None
             for t in self.out.values():
-                checks.poison_(t)
-        tracer = CallTracer(*self.forbidden) if name == "candidate" and not self.args.aa else None
-        if tracer:
-            with tracer:
+                _poison(t, finite)
+        tracer = CallTracer(*self.forbidden) if cand and phase == 0 else None
+        self.tripwire.hits.clear()
+        self.tripwire.active = cand
+        try:
+            if tracer:
+                with tracer:
+                    ret = self.arms[name]()
+                record["forbidden_calls"] = list(tracer.hits)
+            else:
                 ret = self.arms[name]()
-            record["forbidden_calls"] = tracer.hits
-        else:
-            ret = self.arms[name]()
+        finally:
+            self.tripwire.active = False
+        if cand:
+            record["forbidden_calls"] = record.get("forbidden_calls", []) + [f"{h} (tripwire)" for h in self.tripwire.hits]
+        tampered = self._reset_torch_state()
         # Stream-ordered copies taken right after the call: work the call left on another stream is not waited for.
         if dest:
             outs = self.out
             record["return_problem"] = self._return_problem(ret)
         else:
             outs = ret
-        copies = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in outs.items()}
-        record["tampered"] = self.tamper.changed()
+        with torch._C.DisableTorchFunction():
+            copies = {k: (torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else v) for k, v in outs.items()}
+        record["tampered"] = tampered + self.tamper.changed()
         if record["tampered"]:
             self.tamper.restore()
         if self.gpu:
             torch.cuda.synchronize()
-        record["mutated"] = checks.mutated_inputs(self.inputs, snaps, inplace)
-        ref = self.task.oracle.reference(self.row, checks.restore_views(self.inputs, snaps))
+        record["mutated"] = _mutated_inputs(self.inputs, snaps, inplace)
+        ref = self.reference(self.row, _restore_views(self.inputs, snaps))
+        record["outputs"] = self._compare_all(copies, ref)
+        return record
+
+    def check_timed_output(self, trial: int) -> dict:
+        """After the timed calls: the candidate's out buffer holds its last timed (graph or eager) result on this
+        trial's inputs, which nothing has changed since. A candidate that cuts work when unobserved fails here."""
+        with torch._C.DisableTorchFunction():
+            copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
+        ref = self.reference(self.row, self.inputs)
+        return {"arm": "candidate", "trial": trial, "phase": 2, "outputs": self._compare_all(copies, ref)}
+
+    def _compare_all(self, copies: dict, ref: dict) -> dict:
         stats = {}
         for k, (shape, dt) in self.specs.items():
             atol, rtol = self.cfg.tolerance(_dtype_name(dt))
-            stats[k] = checks.compare(copies.get(k), ref[k], shape, dt, atol, rtol)
+            stats[k] = _compare(copies.get(k), ref[k], shape, dt, atol, rtol)
             stats[k]["atol"], stats[k]["rtol"] = atol, rtol
-        record["outputs"] = stats
-        return record
+        return stats
+
+    def _reset_torch_state(self) -> list[str]:
+        """Undo what a call could leave behind to intercept the harness's own tensor ops."""
+        problems = []
+        while torch._C._len_torch_function_stack() > 0:
+            torch._C._pop_torch_function_stack()
+            problems.append("a TorchFunctionMode left active")
+        while torch._C._len_torch_dispatch_stack() > 0:
+            torch._C._pop_torch_dispatch_stack()
+            problems.append("a TorchDispatchMode left active")
+        for group in (self.out, self.inputs):
+            for k, t in group.items():
+                if t is not None and type(t) is not torch.Tensor:
+                    problems.append(f"{k}.__class__ swapped to {type(t).__name__}")
+                    t.__class__ = torch.Tensor
+        return problems
 
     def _return_problem(self, ret) -> str | None:
         outs = list(self.out.values())
@@ -210,6 +283,7 @@ class RowRunner:
         for trial in range(trials):
             self.refill(trial, 0)
             result["checks"].append(self.check("candidate", trial, 0))
+            self.refill(trial, 0)  # the same values again: the baseline must not see what the candidate did to them
             if "baseline" in self.arms:
                 try:
                     result["checks"].append(self.check("baseline", trial, 0))
@@ -228,10 +302,12 @@ class RowRunner:
                     s["device_us"].append(timing.device_us(self.arms[n], inner, flush))
                     s["wall_us"].append(timing.wall_us(self.arms[n], b["wall_repeats"], flush))
                     s["graph_us"].append(graphs[n].sample_us(flush))
-                changed = self.tamper.changed()
+                changed = self._reset_torch_state() + self.tamper.changed()
                 if changed:
                     result.setdefault("timed_tampered", []).extend(changed)
                     self.tamper.restore()
+                if not self.args.aa:
+                    result["checks"].append(self.check_timed_output(trial))
             self.refill(trial, 1)
             result["checks"].append(self.check("candidate", trial, 1))
         if bench:
@@ -276,6 +352,21 @@ def main(argv=None) -> None:
             _interpreter_autotune()
         from pathlib import Path
 
+        tripwire = Tripwire()
+        reference = task.oracle.reference
+        task.oracle.reference = tripwire.wrap(reference, "oracle.reference")
+        for name, mod in list(sys.modules.items()):
+            if name.startswith(task.cfg["upstream"]["package"] + ".") and str(getattr(mod, "__file__", "")).startswith(str(info.root)):
+                tripwire.arm_module(mod, str(info.root), name)
+        upstream = {k: getattr(sys.modules[e.split(":")[0]], k) for k, e in
+                    zip(upstream, task.cfg["task"]["entry_points"])}
+        # Watch the harness's own modules and classes, the oracle and the adapter from here on.
+        for name in ("kda.harness.checks", "kda.harness.guards", "kda.harness.timing", "kda.workloads", "__main__"):
+            if name in sys.modules:
+                tamper.watch(name, sys.modules[name])
+        for label, obj in (("RowRunner", RowRunner), ("Tripwire", Tripwire), ("CallTracer", CallTracer),
+                           ("TamperWatch", TamperWatch), ("oracle", task.oracle), ("adapter", task.adapter)):
+            tamper.watch(label, obj)
         solution = None if args.aa else task.load_solution(Path(args.candidate) if args.candidate else None)
         # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
         forbidden = ({str(task.path / "oracle.py")}, (str(info.root),))
@@ -289,7 +380,7 @@ def main(argv=None) -> None:
         send({"type": "fatal", "error": traceback.format_exc()[-4000:]})
         return
 
-    runner = RowRunner(task, args, upstream, solution, tamper, forbidden)
+    runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference)
     rows = {r.id: r for r in task.rows}
     for line in cmd_in:
         cmd = json.loads(line)

@@ -50,13 +50,44 @@ def test_compare_exact_match():
     assert C.check_reasons(r) == []
 
 
+def poisoned_like(ref, dtype=torch.float32):
+    out = torch.empty(ref.shape, dtype=dtype)
+    C.poison_(out)
+    return out
+
+
 def test_compare_unwritten_counts():
     ref = torch.arange(10, dtype=torch.float32)
-    out = ref.clone()
-    out[[1, 4, 7]] = NAN
+    out = poisoned_like(ref)
+    keep = [0, 2, 3, 5, 6, 8, 9]
+    out[keep] = ref[keep]
     r = cmp(out, ref)
-    assert r["unwritten"] == 3 and r["specials_mismatch"] == 3 and r["bad"] == 0
+    assert r["unwritten"] == 3 and r["specials_mismatch"] == 0 and r["bad"] == 0
     assert C.check_reasons(r) == [C.UNWRITTEN]
+
+
+def test_computed_nan_is_not_unwritten_but_misplaced():
+    ref = torch.arange(4, dtype=torch.float32)
+    out = ref.clone()
+    out[1] = NAN  # a NaN the candidate computed: canonical payload, not the poison
+    r = cmp(out, ref)
+    assert r["unwritten"] == 0 and r["specials_mismatch"] == 1
+    assert C.check_reasons(r) == [C.SPECIALS]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_poison_payload_survives_clone_and_is_detected(dtype):
+    out = torch.empty(5, dtype=dtype)
+    C.poison_(out)
+    assert torch.isnan(out.float()).all()
+    assert bool(C.unwritten_mask(out.clone()).all())
+    assert not bool(C.unwritten_mask(torch.full((5,), float("nan"), dtype=dtype)).any())
+
+
+def test_finite_poison_looks_like_data():
+    out = torch.empty(1000)
+    C.poison_(out, finite=torch.Generator().manual_seed(1))
+    assert torch.isfinite(out).all() and out.abs().max() > 10
 
 
 def test_compare_nan_where_oracle_has_nan_is_fine():
@@ -91,9 +122,10 @@ def test_compare_finite_where_oracle_is_nan():
 
 def test_compare_unwritten_plus_misplaced_special_reports_both():
     ref = torch.tensor([1.0, NAN, 3.0])
-    out = torch.tensor([NAN, 2.0, 3.0])
+    out = poisoned_like(ref)
+    out[1:] = torch.tensor([2.0, 3.0])
     r = cmp(out, ref)
-    assert r["unwritten"] == 1 and r["specials_mismatch"] == 2
+    assert r["unwritten"] == 1 and r["specials_mismatch"] == 1
     assert C.check_reasons(r) == [C.UNWRITTEN, C.SPECIALS]
 
 
@@ -122,8 +154,8 @@ def test_compare_integer_output_unwritten():
     ref = torch.tensor([1, 2, 3, 4], dtype=torch.float64)
     out = torch.tensor([1, C.INT_POISON, 3, C.INT_POISON], dtype=torch.int64)
     r = cmp(out, ref, atol=0.5, rtol=0)
-    assert r["unwritten"] == 2 and r["bad"] == 2
-    assert C.check_reasons(r) == [C.UNWRITTEN, C.MISMATCH]
+    assert r["unwritten"] == 2 and r["bad"] == 0  # unwritten elements are reported once, as UNWRITTEN
+    assert C.check_reasons(r) == [C.UNWRITTEN]
     r = cmp(torch.tensor([1, 2, 3, 4]), ref, atol=0.5, rtol=0)
     assert C.check_reasons(r) == [] and r["unwritten"] == 0
 
@@ -286,7 +318,7 @@ def test_check_reasons_layout_short_circuits():
 
 def test_check_reasons_all():
     assert C.check_reasons(stats(bad=1, unwritten=2, specials=3)) == [C.UNWRITTEN, C.SPECIALS, C.MISMATCH]
-    assert C.check_reasons(stats(unwritten=2, specials=2)) == [C.UNWRITTEN]
+    assert C.check_reasons(stats(unwritten=2)) == [C.UNWRITTEN]
     assert C.check_reasons(stats()) == []
 
 

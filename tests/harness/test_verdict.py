@@ -48,7 +48,7 @@ def test_clean_row_has_no_reasons():
 
 def test_unwritten_and_mismatch_named_with_trial_phase_and_output():
     raw = good_raw()
-    raw["checks"][-1]["outputs"]["y"] = out_stats(unwritten=7, specials_mismatch=7, bad=3, max_norm_err=9.0)
+    raw["checks"][-1]["outputs"]["y"] = out_stats(unwritten=7, bad=3, max_norm_err=9.0)
     codes, details = reasons(raw)
     assert codes == [C.UNWRITTEN, C.MISMATCH]
     assert any("output 'y' at trial 1 phase 1" in d and "7 elements unwritten" in d for d in details)

@@ -1,6 +1,6 @@
 """Shared helpers of the exploit-zoo fakes; not a candidate itself (loaded by path from each fake).
 
-`real_kernel` runs the task's real candidate kernel (solution/scale_shift.py) loaded under a private module name,
+`real_kernel` runs the task's real candidate (the solution/ package) loaded under a private package name,
 so a fake can produce correct numbers and differ from a good candidate only in its trick. `torch_math` is the
 same math written with torch ops (a re-implementation: the oracle itself is off limits to a candidate).
 """
@@ -11,14 +11,16 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-SOLUTION = REPO / "diffusion/kernels/fuse_scale_shift/solution/scale_shift.py"
-_NAME = "kda_zoo_real_scale_shift"
+SOLUTION = REPO / "diffusion/kernels/fuse_scale_shift/solution"
+_NAME = "kda_zoo_real_solution"
 
 
 def real_module():
+    """solution/__init__.py as a package (its relative imports work), under a name of our own."""
     mod = sys.modules.get(_NAME)
     if mod is None:
-        spec = importlib.util.spec_from_file_location(_NAME, SOLUTION)
+        spec = importlib.util.spec_from_file_location(_NAME, SOLUTION / "__init__.py",
+                                                      submodule_search_locations=[str(SOLUTION)])
         mod = importlib.util.module_from_spec(spec)
         sys.modules[_NAME] = mod
         spec.loader.exec_module(mod)

@@ -1,0 +1,111 @@
+"""The exploit zoo: every fake candidate in this folder, the rows it runs on and the reason codes it must earn.
+
+Shared by tests/harness/test_exploit_zoo.py (CPU, Triton interpreter) and scripts/gpu_exploit_zoo.py (CUDA).
+Loaded by path (tests/ is not a package). An expectation is judged on runtime reason codes: STATIC is expected
+on nearly every fake and never counts towards (or against) an expectation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ZOO = Path(__file__).resolve().parent
+REPO = ZOO.parents[1]
+TASK = "fuse_scale_shift"
+
+# Rows. SPECIALS is fp32 (so bf16 math is out of tolerance) and small; LARGE has values near 1e4; PROD is a large
+# production row (166 MB of bf16 activations) where a side-stream launch has the most room to race.
+SPECIALS = "reg_specials_s64_c512_fp32"
+LARGE = "reg_large_magnitude_s127_c1024"
+PROD = "hunyuanvideo_s27030_c3072_bcast2d"
+CPU_ROWS = (SPECIALS,)
+GPU_ROWS = (SPECIALS, LARGE, PROD)
+
+STATIC = "STATIC"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """On one row: every code in all_of, at least one of any_of (if given); clean = no runtime code at all."""
+
+    all_of: tuple[str, ...] = ()
+    any_of: tuple[str, ...] = ()
+    clean: bool = False
+
+    def describe(self) -> str:
+        if self.clean:
+            return "no runtime code"
+        parts = list(self.all_of)
+        if self.any_of:
+            parts.append("one of " + "/".join(self.any_of))
+        return " + ".join(parts)
+
+    def problem(self, row: dict) -> str | None:
+        """None if the row's result meets this expectation, else why not."""
+        runtime = [r for r in row["reasons"] if r != STATIC]
+        if self.clean:
+            return None if not runtime else f"expected no runtime code, got {runtime}"
+        if row["status"] == "PASS":
+            return "the fake PASSED"
+        missing = [c for c in self.all_of if c not in runtime]
+        if missing:
+            return f"missing {missing}"
+        if self.any_of and not any(c in runtime for c in self.any_of):
+            return f"none of {list(self.any_of)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Fake:
+    name: str
+    expect: Expect                     # on every row not named in per_row
+    per_row: dict = field(default_factory=dict)  # row id -> Expect, or None: run but not judged
+    cpu_rows: tuple[str, ...] = CPU_ROWS
+    gpu_only: bool = False
+    gap: str | None = None             # a known harness gap: the fake is NOT rejected today; says what is missing
+
+    @property
+    def path(self) -> Path:
+        return ZOO / f"{self.name}.py"
+
+    def expectation(self, row_id: str) -> Expect | None:
+        return self.per_row[row_id] if row_id in self.per_row else self.expect
+
+
+FAKES = (
+    Fake("cache_by_pointer", Expect(all_of=("MISMATCH",))),
+    Fake("cache_by_shape", Expect(all_of=("MISMATCH",))),
+    Fake("never_written", Expect(all_of=("UNWRITTEN", "RETURN"))),
+    Fake("stale_buffer", Expect(any_of=("MISMATCH", "UNWRITTEN", "NAN_INF_POSITIONS"))),
+    Fake("calls_baseline", Expect(all_of=("FORBIDDEN_CALL",))),
+    Fake("calls_oracle", Expect(all_of=("FORBIDDEN_CALL",))),
+    # bf16 math hides inside the bf16 tolerance on bf16 rows: judged on the fp32 row only.
+    Fake("lower_precision", Expect(all_of=("PRECISION", "MISMATCH")), per_row={LARGE: None, PROD: None}),
+    # Exact on randn-sized data (the specials and production rows): only the large-magnitude row exposes it.
+    Fake("benign_only", Expect(clean=True), per_row={LARGE: Expect(all_of=("MISMATCH",))},
+         cpu_rows=(SPECIALS, LARGE)),
+    Fake("mutates_inputs", Expect(all_of=("INPUT_MUTATED",))),
+    Fake("patches_timer", Expect(all_of=("TAMPER",))),
+    Fake("lazy_subclass", Expect(all_of=("UNWRITTEN", "RETURN"))),
+    Fake("side_stream", Expect(all_of=("UNWRITTEN",)), gpu_only=True),
+)
+
+# Caught since the harness grew tripwires on the oracle and upstream functions (any thread), bound check functions,
+# whole-table tamper watching, and resets of torch-function modes and swapped classes after every call.
+FAKES += (
+    Fake("oracle_in_thread", Expect(all_of=("FORBIDDEN_CALL",))),
+    Fake("unhooks_profiler", Expect(all_of=("FORBIDDEN_CALL",))),
+    Fake("patches_checks", Expect(any_of=("TAMPER", "UNWRITTEN"))),
+    Fake("class_swap", Expect(any_of=("LAYOUT", "RETURN", "TAMPER", "UNWRITTEN"))),
+    Fake("torch_function_mode", Expect(any_of=("TAMPER", "UNWRITTEN"))),
+)
+
+# Known gaps: exploits the harness does not catch today. Each would be marked xfail(strict=True) by the tests.
+GAPS: tuple = ()
+
+# Bench-mode only (GPU): passes every check by construction; scripts/gpu_exploit_zoo.py --bench-probe times it.
+BENCH_GAP = Fake("cheats_when_untraced", Expect(any_of=("MISMATCH", "UNWRITTEN", "INVALID")),
+                 gap=None)  # closed: the out buffer is checked after every trial's timed calls, and phase-1 checks run untraced
+
+# The control: the real solution must pass every row the fakes run on.
+CONTROL_CPU_ROWS = tuple(dict.fromkeys(r for f in FAKES if not f.gpu_only for r in f.cpu_rows))
