@@ -76,6 +76,16 @@ SPEC = {
         "inplace": Field(ListOf(str), doc="inputs the op is declared to modify"),
         "tolerance": Field(MapOf({"atol": Field(float), "rtol": Field(float)}), check=_tolerances),
     }),
+    # Read by `kda gate`, the Stop hook of agent runs and `kda promote` (kda/gate.py): what a candidate must show
+    # before it can be promoted, and how many review rounds an agent run gets.
+    "gates": Field({
+        "min_geomean": Field(float, check=positive,
+                             doc="least geomean speedup over the baseline (headline metric, production rows)"),
+        "min_row": Field(float, check=positive, doc="least median speedup of the worst production row"),
+        "ci_over_noise": Field(bool, doc="the geomean's 95% CI lower bound must exceed the A/A noise floor geomean "
+                                         "(results/<gpu>-aa.jsonl) when that file exists"),
+        "max_rounds": Field(int, check=positive, doc="round budget of an agent run (Stop-hook rounds)"),
+    }),
 }
 
 
