@@ -254,6 +254,12 @@ def _module(name: str):
     return {"torch": torch, "torch.cuda": torch.cuda, "sys": sys}[name]
 
 
+def _compiler_global(key: str, old: dict) -> bool:
+    """torch.compile adds dunder globals (__compiled_fn_*, __import_*, __builtins_dict_*) to the module that defines
+    a compiled function; a new dunder name is that, not tampering (harness code never reads unknown names)."""
+    return key not in old and key.startswith("__")
+
+
 class TamperWatch:
     """Snapshots the attribute tables the harness relies on; `changed()` lists anything replaced, added or removed."""
 
@@ -278,7 +284,7 @@ class TamperWatch:
                 continue
             table, old = vars(obj), self.tables[name]
             for k in set(table) | set(old):
-                if table.get(k, _MISSING) is not old.get(k, _MISSING):
+                if table.get(k, _MISSING) is not old.get(k, _MISSING) and not _compiler_global(k, old):
                     out.append(f"{name}.{k}")
         for m, keys in self.keys.items():
             mod = _module(m)
@@ -296,7 +302,7 @@ class TamperWatch:
             obj = self.objects[name]
             table = vars(obj)
             for k in set(table) | set(old):
-                if table.get(k, _MISSING) is old.get(k, _MISSING):
+                if table.get(k, _MISSING) is old.get(k, _MISSING) or _compiler_global(k, old):
                     continue
                 if k not in old:
                     delattr(obj, k)

@@ -4,10 +4,13 @@ v1 (why it beats upstream on large rows): upstream tiles 128 x 128 elements over
 per thread and 11% occupancy; here a tile covers whole 16-byte vectors along C, rows are flattened over B*L, and x,
 shift and y are marked evict-first so broadcast modulation stays in L2 (63 registers, 41% occupancy, 4.1 TB/s on the
 largest Wan row under Nsight Compute).
-v2: broadcast modulation is loaded straight into the 2-D tile layout (a zero row offset) instead of a 1-D load
-broadcast across rows, which cost a shared-memory layout conversion and its barrier (the second stall reason in the
-v1 profile); and the launch skips Triton's per-call argument binding once a specialisation is compiled
-(solution/launch.py), because small rows are host-bound.
+v2: loading broadcast modulation straight into the 2-D tile layout (to avoid v1's layout-conversion barrier) made
+the largest row slower (561 -> 599 us under Nsight Compute): reverted. Kept: the launch skips Triton's per-call
+argument binding once a specialisation is compiled (solution/launch.py).
+v3: the production forms (x contiguous; each of scale and shift one dense channel vector, a scalar, or laid out
+like x) go through a flat 1-D kernel shaped like torch.compile's (1 K elements per program, 4 warps, C a
+compile-time constant so the channel index is a multiply-shift), which streamed faster than v1 on every large row
+in the same run; other forms keep the 2-D kernel.
 """
 import torch
 import triton
@@ -39,21 +42,61 @@ def _scale_shift_kernel(
 
     b = rows64 // L
     l_idx = rows64 % L
-    zero_rows = rows64[:, None] * 0  # same 2-D layout as x, so no layout conversion for broadcast operands
+    cmask = cols < C
     if SCALE_PER_ROW:
         s_row = b * sc_b + (l_idx // sc_frame) * sc_l
         s = tl.load(scale_ptr + s_row[:, None] + cols[None, :] * sc_c, mask=mask, other=0.0).to(tl.float32)
     else:
-        s = tl.load(scale_ptr + zero_rows + cols[None, :] * sc_c, mask=mask, other=0.0).to(tl.float32)
+        s = tl.load(scale_ptr + cols * sc_c, mask=cmask, other=0.0).to(tl.float32)[None, :]
     if SHIFT_PER_ROW:
         h_row = b * sh_b + (l_idx // sh_frame) * sh_l
         h = tl.load(shift_ptr + h_row[:, None] + cols[None, :] * sh_c, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
     else:
-        h = tl.load(shift_ptr + zero_rows + cols[None, :] * sh_c, mask=mask, other=0.0).to(tl.float32)
+        h = tl.load(shift_ptr + cols * sh_c, mask=cmask, other=0.0).to(tl.float32)[None, :]
 
     y = x * (scale_constant + s) + h
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+
+
+@triton.jit
+def _scale_shift_flat_kernel(
+    x_ptr, scale_ptr, shift_ptr, y_ptr, numel, scale_constant,
+    C: tl.constexpr, SCALE_MODE: tl.constexpr, SHIFT_MODE: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """x contiguous; each operand is one channel vector (MODE 0), a scalar (MODE 2) or laid out like x (MODE 1)."""
+    start = tl.program_id(0).to(tl.int64) * BLOCK if WIDE else tl.program_id(0) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < numel
+    col = offs % C  # C is a compile-time constant: a multiply-shift, not a division
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    if SCALE_MODE == 0:
+        s = tl.load(scale_ptr + col, mask=mask, other=0.0).to(tl.float32)
+    elif SCALE_MODE == 1:
+        s = tl.load(scale_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    else:
+        s = tl.load(scale_ptr).to(tl.float32)
+    if SHIFT_MODE == 0:
+        h = tl.load(shift_ptr + col, mask=mask, other=0.0).to(tl.float32)
+    elif SHIFT_MODE == 1:
+        h = tl.load(shift_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    else:
+        h = tl.load(shift_ptr).to(tl.float32)
+    y = x * (scale_constant + s) + h
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+
+
+def _flat_mode(t: torch.Tensor, layout, B: int, L: int, C: int):
+    """0: one dense channel vector for every row; 1: dense and laid out like x; 2: scalar; None: needs the 2-D kernel."""
+    sb, sl, sc, sf = layout
+    if t.dim() == 0 or (t.dim() == 1 and t.numel() == 1):
+        return 2
+    rows_vary = (sb != 0 and B > 1) or (sl != 0 and L > 1)
+    if not rows_vary and sc == 1:
+        return 0
+    if sc == 1 and sf == 1 and (L == 1 or sl == C) and (B == 1 or sb == L * C):
+        return 1  # element (b, l, c) sits at b*L*C + l*C + c, exactly where x's does
+    return None
 
 
 def _modulation_layout(t: torch.Tensor, B: int, L: int, C: int, name: str):
@@ -96,8 +139,17 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
     n_rows = B * L
     if n_rows == 0 or C == 0:
         return out
-    sb, sl, sc, sf = _modulation_layout(scale, B, L, C, "scale")
-    hb, hl, hc, hf = _modulation_layout(shift, B, L, C, "shift")
+    s_layout = _modulation_layout(scale, B, L, C, "scale")
+    h_layout = _modulation_layout(shift, B, L, C, "shift")
+    s_mode, h_mode = _flat_mode(scale, s_layout, B, L, C), _flat_mode(shift, h_layout, B, L, C)
+    if s_mode is not None and h_mode is not None:
+        # The common production forms: one flat stream, as torch.compile lays it out (1 K elements, 4 warps).
+        numel = n_rows * C
+        _launch_flat((triton.cdiv(numel, 1024), 1, 1), (x, scale, shift, out), (numel,), (float(scale_constant),),
+                     (C, s_mode, h_mode, numel >= 2**31 - 1024, 1024), 4)
+        return out
+    sb, sl, sc, sf = s_layout
+    hb, hl, hc, hf = h_layout
     block_r, block_cols, num_warps = _launch_config(n_rows, C)
     grid = (triton.cdiv(n_rows, block_r), triton.cdiv(C, block_cols), 1)
     constexprs = ((sb != 0 and B > 1) or (sl != 0 and L > 1), (hb != 0 and B > 1) or (hl != 0 and L > 1),
@@ -108,3 +160,4 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
 
 
 _launch = LaunchCache(_scale_shift_kernel)
+_launch_flat = LaunchCache(_scale_shift_flat_kernel)
