@@ -151,14 +151,20 @@ def task_results_md(task_dir: Path, files: list[ResultsFile]) -> str:
                        f"{_speed(sp.get('vs_baseline'))} | {(_speed(peer) + ' (' + sp['best_peer'] + ')') if peer else '-'} | "
                        f"{_f((a.get('baseline', {}).get(metric) or {}).get('tbps'), 2)} | {_f(cand.get('tbps'), 2)} | "
                        f"{_f(100 * cand['copy_frac'], 0) if cand.get('copy_frac') else '-'} | {verdict} |")
-        out += ["", "### Per row, the other metrics (speedup over the baseline [95% CI])", "",
-                "| row | graph_us | wall_us | graph_us vs best peer | notes |", "|---|---|---|---|---|"]
-        for r in f.rows:
-            sp = r.get("speedup") or {}
-            g, w = sp.get("graph_us", {}), sp.get("wall_us", {})
-            notes = "; ".join(r.get("notes", [])[:2]).replace("|", "/")
-            out.append(f"| {r['id']} | {_speed(g.get('vs_baseline'))} | {_speed(w.get('vs_baseline'))} | "
-                       f"{(_speed(g.get('vs_best_peer')) + ' (' + g['best_peer'] + ')') if g.get('vs_best_peer') else '-'} | {notes} |")
+        for other in (m for m in METRICS if m != metric):
+            out += ["", f"### Per row, {other}", "",
+                    "| row | " + " | ".join(f"{a} us" for a in arms) + " | speedup [95% CI] | vs best peer | cand TB/s | notes |",
+                    "|---|" + "---|" * len(arms) + "---|---|---|---|"]
+            for r in f.rows:
+                a = r.get("arms", {})
+                sp = (r.get("speedup") or {}).get(other, {})
+                times = " | ".join(_f((a.get(x, {}).get(other) or {}).get("median"), 2) for x in arms)
+                peer = sp.get("vs_best_peer")
+                graph_err = (a.get("candidate") or {}).get("graph_error") if other == "graph_us" else None
+                notes = "; ".join(([f"not capturable: {graph_err}"] if graph_err else []) + r.get("notes", [])[:1]).replace("|", "/")
+                out.append(f"| {r['id']} | {times} | {_speed(sp.get('vs_baseline'))} | "
+                           f"{(_speed(peer) + ' (' + sp['best_peer'] + ')') if peer else '-'} | "
+                           f"{_f(((a.get('candidate') or {}).get(other) or {}).get('tbps'), 2)} | {notes} |")
         stem = f.path.stem
         out += ["", f"![speedup per row]({'plots/' + stem + '-speedup.png'})",
                 f"![bandwidth against the roofline]({'plots/' + stem + '-roofline.png'})", ""]
