@@ -6,8 +6,11 @@ import cProfile
 import pstats
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from anywhere in the checkout
 
 from kda.task import Task
 from kda.vendor import load_entry_points, vendor_task
