@@ -54,6 +54,10 @@ def _run(args, mode: str) -> int:
                       rows=args.rows.split(",") if args.rows else None, write=not getattr(args, "no_write", False),
                       salt=args.salt)
     out = run_task(task, opts)
+    if mode == "bench":
+        from kda.ledger import record_bench
+
+        record_bench(task, out)  # every benchmark that wrote a results file leaves a measurement in the ledger
     print_run(out, Console(stderr=False))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
@@ -150,6 +154,118 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _wide_console():
+    """Tables of my commands fold badly at rich's default 80 columns when piped: use 200 unless on a terminal."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def cmd_ledger(args) -> int:
+    from kda import ledger
+    from kda.paths import resolve_task
+
+    task_dir = resolve_task(args.task)
+    if args.add:
+        if not args.decision:
+            raise KdaError("kda ledger --add needs --decision (one of " + ", ".join(ledger.DECISIONS) + ")")
+        entry = ledger.append(task_dir, {
+            "kind": "decision", "decision": args.decision, "hypothesis": args.hypothesis or "",
+            "change": args.change or "", "reason": args.reason or "", "parent": args.parent,
+            "round": args.round if args.round is not None else ledger.current_round(task_dir),
+            "author": args.author or ledger.default_author()})
+        print(f"appended {entry['id']} to {ledger.ledger_path(task_dir)}")
+    entries = ledger.read(task_dir)
+    _wide_console().print(ledger.render_table(entries, title=f"ledger: {task_dir.name} ({len(entries)} entries)"))
+    print(f"wrote {ledger.write_markdown(task_dir)}")
+    return 0
+
+
+def _read_round_budget(path: str) -> int:
+    from kda import agentrun
+    from kda.schema import Field, validate
+
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise KdaError(f"{path}: cannot read the round budget file: {e}") from None
+    if isinstance(raw, dict) and set(raw) == {"rounds"}:
+        return validate(raw, {"rounds": Field(int)}, path)["rounds"]
+    return agentrun.read_rounds_file(Path(path))["rounds"]
+
+
+def cmd_gate(args) -> int:
+    from kda import agentrun, ledger
+    from kda.gate import gate_and_record
+    from kda.task import Task
+
+    task = Task.load(args.task)
+    rounds_used = _read_round_budget(args.round_budget_file) if args.round_budget_file else None
+    base = args.base
+    run = agentrun.find_run(task.path)
+    if base is None and run is not None:
+        base = agentrun.load_manifest(run)["review_base"]  # inside an agent run: its pinned review base
+    res, rec = gate_and_record(task, device="cpu" if args.cpu else "auto",
+                               rows=args.rows.split(",") if args.rows else None, base=base,
+                               rounds_used=rounds_used, quiet=False,
+                               entry={"hypothesis": args.hypothesis, "change": args.change,
+                                      "round": ledger.current_round(task.path),
+                                      "author": args.author or f"kda gate ({ledger.default_author()})"})
+    print(res.text())
+    print(f"ledger: {rec['id']} ({rec['decision']}) in {ledger.ledger_path(task.path)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"status": res.status, "findings": res.findings, "notes": res.notes,
+                                               "metrics": res.metrics, "ledger_id": rec["id"]}, indent=1))
+    return res.exit_code
+
+
+def cmd_hook(args) -> int:
+    from kda import hook
+
+    out, code = hook.stop(sys.stdin.read())
+    if out:
+        print(out)
+    return code
+
+
+def cmd_launchers(args) -> int:
+    from kda import launchers
+    from kda.paths import repo_root
+
+    if args.action == "prepare":
+        for path in launchers.prepare_from_args(args):
+            print(f"wrote {path}")
+        return 0
+    problems, written = launchers.render(repo_root(), check=args.check)
+    for path in written:
+        print(f"wrote {path}")
+    if problems:
+        print("kda launchers render" + (" --check" if args.check else "") + ":\n  " + "\n  ".join(problems),
+              file=sys.stderr)
+        return 1
+    if args.check:
+        print("kda launchers render --check: every launcher matches templates/launch_task.sh.j2")
+    return 0
+
+
+def cmd_promote(args) -> int:
+    from kda.promote import promote
+
+    outcome = promote(args.task, args.ref, author=args.author)
+    print(outcome.message, file=sys.stdout if outcome.promoted else sys.stderr)
+    return outcome.exit_code
+
+
+def cmd_campaign(args) -> int:
+    from kda import campaign
+    from kda.paths import repo_root
+
+    if args.action == "status":
+        campaign.print_status(repo_root(), _wide_console())
+        return 0
+    return campaign.clean(repo_root(), yes=args.yes)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kda", description="Evidence-first GPU kernel optimization campaigns.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -191,6 +307,62 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tasks", help="list tasks, their upstream entry points, rows and latest results")
     p.set_defaults(fn=cmd_tasks)
+
+    p = sub.add_parser("ledger", help="print a task's decision ledger (docs/ledger.jsonl), write docs/ledger.md, or --add a decision")
+    p.add_argument("task")
+    p.add_argument("--add", action="store_true", help="append a decision entry")
+    p.add_argument("--decision", choices=("IMPROVEMENT", "NO-GO", "BLOCKED", "PROMOTED"))
+    p.add_argument("--hypothesis", help="what was tried and the predicted effect")
+    p.add_argument("--change", help="what changed")
+    p.add_argument("--reason", help="why this decision (numbers from results files)")
+    p.add_argument("--parent", help="id of the entry this one builds on (e.g. L0003)")
+    p.add_argument("--round", type=int, default=None, help="agent round (default: the run's current round, else 0)")
+    p.add_argument("--author", help="default: KDA_AUTHOR, else git user.name")
+    p.set_defaults(fn=cmd_ledger)
+
+    p = sub.add_parser("gate", help="every promotion gate on a task's candidate (GPU: full bench; CPU: correctness only, BLOCKED); appends a ledger entry")
+    p.add_argument("task")
+    p.add_argument("--round-budget-file", help="a JSON file with the rounds used (an agent run's .kda/rounds.json)")
+    p.add_argument("--base", help="review base for the scope check (default: the agent run's review base, else none)")
+    p.add_argument("--cpu", action="store_true", help="CPU correctness gate only, even when a GPU is visible")
+    p.add_argument("--rows", help="comma-separated row ids (a partial gate never passes)")
+    p.add_argument("--hypothesis", help="recorded in the ledger entry")
+    p.add_argument("--change", help="recorded in the ledger entry")
+    p.add_argument("--author")
+    p.add_argument("--json", help="also write the verdict as JSON here")
+    p.set_defaults(fn=cmd_gate)
+
+    p = sub.add_parser("hook", help="agent hooks: `kda hook stop` is the Stop hook of an agent run (reads Claude Code's hook JSON on stdin)")
+    p.add_argument("event", choices=("stop",))
+    p.set_defaults(fn=cmd_hook)
+
+    p = sub.add_parser("launchers", help="generate scripts/launch_kernels/kNN_<task>.sh from templates/launch_task.sh.j2")
+    lsub = p.add_subparsers(dest="action", required=True)
+    q = lsub.add_parser("render", help="write the launchers (--check: fail when a committed one drifted)")
+    q.add_argument("--check", action="store_true")
+    q.set_defaults(fn=cmd_launchers)
+    q = lsub.add_parser("prepare", help="(called by lib/launch.sh) write brief, settings and manifest into a new worktree")
+    for name in ("worktree", "repo", "task-path", "label", "run-id", "base-ref", "base-commit", "branch",
+                 "review-base", "agent-kind", "agent-command", "hook-command"):
+        q.add_argument(f"--{name}", required=True)
+    for name in ("model", "effort", "permission-mode", "gpu"):
+        q.add_argument(f"--{name}", default="")
+    q.add_argument("--hook-timeout", type=int, default=7200)
+    q.set_defaults(fn=cmd_launchers)
+
+    p = sub.add_parser("promote", help="re-run every gate on REF in a clean worktree (GPU) and write docs/review/<commit>.md")
+    p.add_argument("task")
+    p.add_argument("ref")
+    p.add_argument("--author")
+    p.set_defaults(fn=cmd_promote)
+
+    p = sub.add_parser("campaign", help="agent runs of every task: status, or clean finished worktrees and branches")
+    csub = p.add_subparsers(dest="action", required=True)
+    q = csub.add_parser("status", help="runs, best result per GPU, promoted version, open worktrees")
+    q.set_defaults(fn=cmd_campaign)
+    q = csub.add_parser("clean", help="remove worktrees and branches of merged or ended runs (dry run without --yes)")
+    q.add_argument("--yes", action="store_true", help="do it")
+    q.set_defaults(fn=cmd_campaign)
     return ap
 
 
