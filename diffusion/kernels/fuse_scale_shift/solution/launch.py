@@ -16,6 +16,16 @@ except ImportError:  # older Triton: no knobs module, always use the normal path
     _knobs = None
 
 
+def _hooks_set() -> bool:
+    """True when a profiler installed launch hooks (Triton 3.6 keeps them in HookChain objects, never None)."""
+    if _knobs is None:
+        return True
+    for hook in (_knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook):
+        if hook is not None and (not hasattr(hook, "calls") or hook.calls):
+            return True
+    return False
+
+
 def _int_key(v: int):
     return (v == 1, v % 16 == 0, -(2**31) <= v < 2**31)
 
@@ -29,12 +39,13 @@ class LaunchCache:
         key = (tuple((t.dtype, t.data_ptr() % 16 == 0) for t in tensors), tuple(_int_key(v) for v in ints),
                constexprs, num_warps, tensors[0].device.index)
         k = self.compiled.get(key)
-        hooks = _knobs is None or _knobs.runtime.launch_enter_hook is not None or _knobs.runtime.launch_exit_hook is not None
+        hooks = _hooks_set()
         if k is None or hooks:
             k = self.kernel[grid](*tensors, *ints, *floats, *constexprs, num_warps=num_warps)
-            if not hooks and hasattr(k, "run") and hasattr(k, "function"):
-                self.compiled[key] = k
+            # Under the interpreter the JIT returns no CompiledKernel; `run` is a property that loads the binary.
+            if not hooks and getattr(k, "run", None) is not None and getattr(k, "function", None) is not None:
+                self.compiled[key] = (k.run, k.function, k.packed_metadata)
             return
+        run, function, packed = k
         stream = torch._C._cuda_getCurrentRawStream(key[-1])
-        k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata, None, None, None,
-              *tensors, *ints, *floats, *constexprs)
+        run(grid[0], grid[1], grid[2], stream, function, packed, None, None, None, *tensors, *ints, *floats, *constexprs)

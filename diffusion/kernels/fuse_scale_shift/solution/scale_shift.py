@@ -11,6 +11,9 @@ v3: the production forms (x contiguous; each of scale and shift one dense channe
 like x) go through a flat 1-D kernel shaped like torch.compile's (1 K elements per program, 4 warps, C a
 compile-time constant so the channel index is a multiply-shift), which streamed faster than v1 on every large row
 in the same run; other forms keep the 2-D kernel.
+v4: the lean launch path never engaged before: Triton 3.6 keeps launch hooks in HookChain objects that are never
+None, so every call took Triton's full run(). The cache now tests for installed hooks, and keeps the launcher, the
+loaded function and the packed metadata.
 """
 import torch
 import triton
