@@ -168,7 +168,10 @@ def run_profile(task, row_id: str, arm: str, slug: str, raw_dir: Path) -> tuple[
     csv_text = subprocess.run([ncu, "--import", f"{rep}.ncu-rep", "--csv", "--page", "raw"],
                               capture_output=True, text=True).stdout
     summary = summarize(parse_raw_csv(csv_text), latest_copy_tbps(task.path, slug))
-    summary.update({"task": task.name, "row": row_id, "arm": arm, "gpu": slug, "command": " ".join(cmd[:-9])})
+    # Recorded without machine paths: the report location and interpreter differ per machine.
+    shown = ["ncu", *cmd[1:cmd.index("-o")], *cmd[cmd.index("-o") + 2:cmd.index(sys.executable)],
+             "python3 -m kda.harness.profile_one", "--task", task.name, "--row", row_id, "--arm", arm]
+    summary.update({"task": task.name, "row": row_id, "arm": arm, "gpu": slug, "command": " ".join(shown)})
     return summary, csv_text
 
 

@@ -57,7 +57,11 @@ def main():
         ad.call_candidate(sol, row, inputs, out)
     prof.disable()
     torch.cuda.synchronize()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+    import io
+
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(12)
+    print(text.getvalue().replace(str(Path(__file__).resolve().parents[1]) + "/", "./"))  # no machine paths
 
 
 if __name__ == "__main__":
