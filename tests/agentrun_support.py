@@ -47,9 +47,14 @@ def make_clone(tmp: Path) -> Path:
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
+    # The campaign's own history (ledger, promotions) would leak into the tests' expectations: start them blank.
+    task_docs = repo / "diffusion" / "kernels" / "fuse_scale_shift" / "docs"
+    for name in ("ledger.jsonl", "ledger.md"):
+        (task_docs / name).unlink(missing_ok=True)
+    shutil.rmtree(task_docs / "review", ignore_errors=True)
     git(repo, "add", "-A")
     if git(repo, "status", "--porcelain"):
-        git(repo, "commit", "-q", "-m", "test overlay: launcher files from the working tree")
+        git(repo, "commit", "-q", "-m", "test overlay: launcher files from the working tree, empty ledger")
     return repo
 
 
