@@ -203,6 +203,20 @@ def fill_(t: torch.Tensor, spec: TensorSpec, gen: torch.Generator) -> None:
     flat.copy_(v.to(dt))
 
 
+def build_inputs(row: Row, device: torch.device | str) -> dict[str, torch.Tensor | None]:
+    """Every tensor a row declares, built exactly as declared (None where the row passes None)."""
+    return {k: (None if s is None else build_tensor(s, device)) for k, s in row.tensors.items()}
+
+
+def refill_inputs(row: Row, inputs: dict[str, torch.Tensor | None], seed: int) -> None:
+    """Fresh values in place (same pointers), all tensors from one generator seeded with `seed`."""
+    device = next((t.device for t in inputs.values() if t is not None), "cpu")
+    gen = make_generator(device, seed)
+    for k, spec in row.tensors.items():
+        if spec is not None:
+            fill_(inputs[k], spec, gen)
+
+
 def make_generator(device: torch.device | str, seed: int) -> torch.Generator:
     gen = torch.Generator(device=device)
     gen.manual_seed(seed % (2**63))

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file fr
 
 from kda.task import Task
 from kda.vendor import load_entry_points, vendor_task
-from kda.workloads import build_tensor, fill_, make_generator
+from kda.workloads import build_inputs, refill_inputs
 
 
 def per_call_us(fn, n=2000):
@@ -35,10 +35,8 @@ def main():
     up = load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
     sol = task.load_solution()
     dev = torch.device("cuda")
-    inputs = {k: build_tensor(s, dev) for k, s in row.tensors.items()}
-    gen = make_generator(dev, 1)
-    for k, s in row.tensors.items():
-        fill_(inputs[k], s, gen)
+    inputs = build_inputs(row, dev)
+    refill_inputs(row, inputs, 1)
     ad = task.adapter
     out = {k: torch.empty(shape, dtype=dt, device=dev) for k, (shape, dt) in ad.output_specs(row, inputs).items()}
     x = inputs["x"]

@@ -11,7 +11,8 @@ import torch
 
 from kda.task import Task
 from kda.vendor import load_entry_points, vendor_task
-from kda.workloads import build_tensor, fill_, make_generator, trial_seed
+from kda.harness.peers import peer_call
+from kda.workloads import build_inputs, refill_inputs, trial_seed
 
 
 def main(argv=None) -> None:
@@ -25,11 +26,8 @@ def main(argv=None) -> None:
     row = task.select([args.row])[0]
     upstream = load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
     dev = torch.device("cuda")
-    inputs = {k: (None if s is None else build_tensor(s, dev)) for k, s in row.tensors.items()}
-    gen = make_generator(dev, trial_seed(row.seed, 0, 0, 0))
-    for k, s in row.tensors.items():
-        if s is not None:
-            fill_(inputs[k], s, gen)
+    inputs = build_inputs(row, dev)
+    refill_inputs(row, inputs, trial_seed(row.seed, 0, 0, 0))
     ad = task.adapter
     out = {k: torch.empty(shape, dtype=dt, device=dev) for k, (shape, dt) in ad.output_specs(row, inputs).items()}
     if args.arm == "baseline":
@@ -38,14 +36,7 @@ def main(argv=None) -> None:
         solution = task.load_solution()
         call = lambda: ad.call_candidate(solution, row, inputs, out)  # noqa: E731
     else:
-        names = [k for k, v in inputs.items() if v is not None]
-
-        def peer(*tensors):
-            ref = task.oracle.reference(row, {**{k: None for k in inputs}, **dict(zip(names, tensors))})
-            return {k: ref[k].to(out[k].dtype) for k in out}
-
-        fn = torch.compile(peer, dynamic=False) if args.arm == "compile" else peer
-        call = lambda: fn(*[inputs[k] for k in names])  # noqa: E731
+        call = peer_call(task.oracle.reference, row, inputs, {k: t.dtype for k, t in out.items()}, args.arm)
     for _ in range(args.warmup):
         call()
     torch.cuda.synchronize()

@@ -28,7 +28,8 @@ from kda.harness.checks import restore_views as _restore_views  # noqa: E402
 from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
 from kda.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
-from kda.workloads import build_tensor, fill_, make_generator, trial_seed  # noqa: E402
+from kda.harness.peers import peer_call  # noqa: E402
+from kda.workloads import build_inputs, make_generator, refill_inputs, trial_seed  # noqa: E402
 
 ARM_ORDER = ("baseline", "candidate", "compile", "eager")
 
@@ -90,14 +91,11 @@ class RowRunner:
 
     # -- inputs -------------------------------------------------------------------------------------------
     def build(self, row):
-        self.inputs = {k: (None if s is None else build_tensor(s, self.device)) for k, s in row.tensors.items()}
+        self.inputs = build_inputs(row, self.device)
         self.row = row
 
     def refill(self, trial: int, phase: int) -> None:
-        gen = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, phase))
-        for k, spec in self.row.tensors.items():
-            if spec is not None:
-                fill_(self.inputs[k], spec, gen)
+        refill_inputs(self.row, self.inputs, trial_seed(self.row.seed, self.args.salt, trial, phase))
 
     # -- arms ---------------------------------------------------------------------------------------------
     def make_arms(self, comparators: list[str]):
@@ -112,24 +110,10 @@ class RowRunner:
             arms["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_a)
         else:
             arms["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, self.out)
-        names = [k for k, v in inputs.items() if v is not None]
-        reference = self.reference
-
-        def peer(*tensors):
-            given = dict(zip(names, tensors))
-            full = {k: given.get(k) for k in inputs}
-            ref = reference(row, full)
-            return {k: ref[k].to(self.specs[k][1]) for k in self.specs}
-
-        tensors = [inputs[k] for k in names]
-        if "eager" in comparators:
-            arms["eager"] = lambda: peer(*tensors)
-        if "compile" in comparators:
-            # Every row compiles the same code object; without a reset dynamo hits its recompile limit after a few
-            # rows and silently runs eager, which would make the torch.compile peer look slow.
-            torch._dynamo.reset()
-            compiled = torch.compile(peer, dynamic=False)
-            arms["compile"] = lambda: compiled(*tensors)
+        out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
+        for kind in ("eager", "compile"):
+            if kind in comparators:
+                arms[kind] = peer_call(self.reference, row, inputs, out_dtypes, kind)
         self.arms = arms
 
     def destination_arm(self, name: str) -> bool:

@@ -1,0 +1,27 @@
+"""The comparator arms: the oracle's math run by PyTorch itself, eager or through torch.compile, cast to the outputs'
+dtypes. Shared by the worker and `kda profile` so both time the same thing."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+
+def peer_call(reference: Callable, row, inputs: dict, out_dtypes: dict, kind: str) -> Callable[[], dict]:
+    """A zero-argument arm. `kind` is "eager" or "compile" (a fresh dynamo state per row: every row compiles the
+    same code object, and past the recompile limit dynamo would silently run eager)."""
+    names = [k for k, v in inputs.items() if v is not None]
+
+    def peer(*tensors):
+        given = dict(zip(names, tensors))
+        ref = reference(row, {k: given.get(k) for k in inputs})
+        return {k: ref[k].to(dt) for k, dt in out_dtypes.items()}
+
+    fn = peer
+    if kind == "compile":
+        torch._dynamo.reset()
+        fn = torch.compile(peer, dynamic=False)
+    elif kind != "eager":
+        raise ValueError(f"unknown peer kind {kind!r}")
+    tensors = [inputs[k] for k in names]
+    return lambda: fn(*tensors)
