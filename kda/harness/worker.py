@@ -75,6 +75,23 @@ def _interpreter_autotune() -> None:
     triton.testing.do_bench = run_once
 
 
+def _interpreter_device_module() -> None:
+    """Under TRITON_INTERPRET the tensors live on the CPU, so `torch.get_device_module()` is torch.cpu, which lacks
+    the CUDA-only calls some upstream files make: norm.py sizes its autotune configs from
+    `get_device_properties(current_device()).warp_size` at import time, and the one-pass RMS wrapper (and norm.py's
+    training path) enter `torch.get_device_module().device(x.device)`. Give torch.cpu inert stand-ins (warp size 32,
+    a null context); upstream source is untouched. Must run before the upstream files are imported.
+    """
+    import contextlib
+    import types
+
+    cpu = torch.cpu
+    if not hasattr(cpu, "get_device_properties"):
+        cpu.get_device_properties = lambda device=None: types.SimpleNamespace(name="Triton interpreter", warp_size=32)
+    if not hasattr(cpu, "device"):
+        cpu.device = lambda device=None: contextlib.nullcontext()
+
+
 def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).replace("torch.", "")
 
@@ -331,6 +348,8 @@ def main(argv=None) -> None:
     try:
         task = Task.load(args.task)
         info = vendor_task(task.cfg, allow_download=False)
+        if args.device == "cpu":
+            _interpreter_device_module()
         upstream = load_entry_points(task.cfg, info)
         if args.device == "cpu":
             _interpreter_autotune()

@@ -1,0 +1,165 @@
+"""Writes workloads.json for norm_infer. Run: python bench/make_workloads.py [--check].
+
+Two upstream entry points share the task:
+- `norm_infer(x [M, N], weight, bias, eps, is_rms_norm)`: reached in sglang 0.5.15 only from
+  `multimodal_gen/runtime/layers/layernorm.py: LayerNorm.forward_cuda` (is_rms_norm=False, eps keyword).
+- `triton_one_pass_rms_norm(x, w, eps)`: reached from `RMSNorm.forward_cuda` for 16-bit x with residual None and
+  x.shape[-1] <= 128 (per-head QK norm), x already reshaped to [rows, head_dim] and contiguous.
+
+Production rows follow ../shared anchors (section 3) and the KDA-Pilot frozen rows it summarises
+(shared/research/kda-pilot.md: "norm_infer: helios LayerNorm [8640, 5120] fp32; zimage RMS [4096|16384, 128];
+hunyuanvideo RMS [1320|648720|650040, 128] bf16"). Dtypes, eps and affine come from the 0.5.15 call sites (see
+prompt.md); regression rows cover what upstream accepts that production does not exercise.
+"""
+import json
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).with_name("workloads.json")
+
+
+def t(shape, dtype="bfloat16", stride=None, offset=0, dist="normal"):
+    spec = {"shape": list(shape), "dtype": dtype}
+    if stride is not None:
+        spec["stride"] = list(stride)
+    if offset:
+        spec["storage_offset"] = offset
+    if dist != "normal":
+        spec["dist"] = dist
+    return spec
+
+
+def ni(rid, model, source, x, weight, bias, eps, rms, seed, production=True, cpu=False):
+    """A norm_infer row: weight / bias may be None (LayerNorm without affine or without bias)."""
+    return {"id": rid, "production": production, "model": model, "source": source, "function": "norm_infer",
+            "tensors": {"x": x, "weight": weight, "bias": bias}, "scalars": {"eps": eps, "is_rms_norm": rms},
+            "seed": seed, "cpu": cpu}
+
+
+def op(rid, model, source, x, w, eps, seed, production=True, cpu=False):
+    """A triton_one_pass_rms_norm row."""
+    return {"id": rid, "production": production, "model": model, "source": source,
+            "function": "triton_one_pass_rms_norm", "tensors": {"x": x, "w": w}, "scalars": {"eps": eps},
+            "seed": seed, "cpu": cpu}
+
+
+PILOT = "captured: KDA-Pilot live SGLang capture (norm_infer frozen rows, shared/research/kda-pilot.md)"
+rows = []
+
+# Helios: blocks' self_attn_residual_norm = LayerNorm(5120, eps=config.eps=1e-6, elementwise_affine=True,
+# dtype=float32) (bias defaults to True), called on current_hidden_states.float(): fp32 x, fp32 weight and bias.
+rows.append(ni("helios_ln_m8640_n5120_fp32", "Helios", PILOT + "; fp32 affine and eps 1e-6 from helios.py",
+               t([8640, 5120], "float32"), t([5120], "float32"), t([5120], "float32"), 1e-6, False, 1001))
+rows.append(ni("helios_ln_m11040_n5120_fp32", "Helios",
+               "derived: Helios token count 11040 (anchors section 3) through the same fp32 LayerNorm "
+               "(the whole sequence when guidance_cross_attn is off)",
+               t([11040, 5120], "float32"), t([5120], "float32"), t([5120], "float32"), 1e-6, False, 1002))
+
+# HunyuanVideo QK norm: RMSNorm(128, eps=1e-6) on q/k [1, S, 24, 128] bf16 -> x.reshape(-1, 128); the weight is
+# built under the bf16 default dtype of the DiT loader. Rows = tokens * 24 heads: 27030 image tokens -> 648720,
+# 27085 (single-stream blocks, image + 55 text) -> 650040, 55 text tokens (double-stream txt_q/txt_k) -> 1320.
+HY = PILOT + "; rows = tokens x 24 heads, eps 1e-6 from hunyuanvideo.py"
+for s, seed in ((648720, 2001), (650040, 2002), (1320, 2003)):
+    rows.append(op(f"hunyuanvideo_qk_rms_s{s}_d128_bf16", "HunyuanVideo", HY, t([s, 128]), t([128]), 1e-6, seed))
+
+# Z-Image: the Qwen3-4B text encoder (32 q heads, 8 kv heads, head_dim 128, rms_norm_eps 1e-6, text padded to 512)
+# runs q_norm / k_norm through RMSNorm.forward_cuda -> one-pass: 512 x 32 = 16384 and 512 x 8 = 4096 rows.
+# The 4096 x 128 row is also the anchors' section-5 "one-pass RMS 4096 x 128" measurement.
+ZI = PILOT + "; Qwen3 text encoder q/k norm, 512 tokens x 32 (q) / 8 (k) heads, eps 1e-6 from configs"
+rows.append(op("zimage_te_q_rms_s16384_d128_bf16", "Z-Image-Turbo", ZI, t([16384, 128]), t([128]), 1e-6, 3001))
+rows.append(op("zimage_te_k_rms_s4096_d128_bf16", "Z-Image-Turbo", ZI, t([4096, 128]), t([128]), 1e-6, 3002))
+
+REG = "regression"
+rows += [
+    # --- norm_infer, LayerNorm
+    ni("reg_ln_fp32_m7_n5120", REG, "regression: Helios width, few rows (one program per row)",
+       t([7, 5120], "float32"), t([5120], "float32"), t([5120], "float32"), 1e-6, False, 9001,
+       production=False, cpu=True),
+    ni("reg_ln_bf16_m13_n3072_bf16affine", REG, "regression: bf16 x, bf16 weight and bias, eps 1e-5 (module default)",
+       t([13, 3072]), t([3072]), t([3072]), 1e-5, False, 9002, production=False, cpu=True),
+    ni("reg_ln_bf16_m19_n1536_fp32affine", REG, "regression: bf16 x with fp32 weight and bias (mixed dtypes)",
+       t([19, 1536]), t([1536], "float32"), t([1536], "float32"), 1e-6, False, 9003, production=False, cpu=True),
+    ni("reg_ln_fp16_m17_n1000_noaffine", REG, "regression: fp16, weight and bias None (elementwise_affine=False), "
+       "N not a power of two", t([17, 1000], "float16"), None, None, 1e-6, False, 9004, production=False, cpu=True),
+    ni("reg_ln_fp32_m9_n257_weight_only", REG, "regression: bias None, N = 256 + 1",
+       t([9, 257], "float32"), t([257], "float32"), None, 1e-5, False, 9005, production=False, cpu=True),
+    ni("reg_ln_fp32_m9_n255_bias_only", REG, "regression: weight None with a bias, N = 256 - 1",
+       t([9, 255], "float32"), None, t([255], "float32"), 1e-5, False, 9006, production=False, cpu=True),
+    ni("reg_ln_bf16_m33_n256", REG, "regression: N a power of two, M = 32 + 1",
+       t([33, 256]), t([256]), t([256]), 1e-6, False, 9007, production=False, cpu=True),
+    ni("reg_ln_fp32_m1_n1", REG, "regression: a single element (variance 0: y = bias)",
+       t([1, 1], "float32"), t([1], "float32"), t([1], "float32"), 1e-6, False, 9008, production=False, cpu=True),
+    ni("reg_ln_fp32_m3_n16384_maxwidth", REG, "regression: the widest fp32 row upstream accepts (64 KB)",
+       t([3, 16384], "float32"), t([16384], "float32"), t([16384], "float32"), 1e-6, False, 9009,
+       production=False, cpu=True),
+    ni("reg_ln_bf16_m2_n32768_maxwidth", REG, "regression: the widest 16-bit row upstream accepts (64 KB)",
+       t([2, 32768]), t([32768]), t([32768]), 1e-6, False, 9010, production=False, cpu=True),
+    ni("reg_ln_fp32_m37_n3072_padded_offset", REG, "regression: padded row stride and a storage offset on x "
+       "(upstream copies it contiguous)", t([37, 3072], "float32", stride=[3200, 1], offset=7),
+       t([3072], "float32"), t([3072], "float32"), 1e-6, False, 9011, production=False, cpu=True),
+    ni("reg_ln_bf16_m24_n96_colmajor", REG, "regression: transposed x (stride(-1) != 1)",
+       t([24, 96], stride=[1, 24]), t([96]), t([96]), 1e-6, False, 9012, production=False, cpu=True),
+    ni("reg_ln_fp32_m16_n5120_large", REG, "regression: values near 1e4, Cauchy-tailed weight",
+       t([16, 5120], "float32", dist="large"), t([5120], "float32", dist="heavy"), t([5120], "float32"), 1e-6, False,
+       9013, production=False, cpu=True),
+    ni("reg_ln_fp32_m24_n1024_offset_mean", REG, "regression: positive inputs (mean 1, var 1/12): centred variance",
+       t([24, 1024], "float32", dist="positive"), t([1024], "float32"), t([1024], "float32"), 1e-6, False, 9014,
+       production=False, cpu=True),
+    ni("reg_ln_fp32_m32_n512_specials", REG, "regression: NaN and +-Inf in x poison their whole row",
+       t([32, 512], "float32", dist="specials"), t([512], "float32"), t([512], "float32"), 1e-6, False, 9015,
+       production=False, cpu=True),
+    # --- norm_infer, RMSNorm (no 0.5.15 call site passes is_rms_norm=True; the entry point accepts it)
+    ni("reg_rms_bf16_m16_n3840", REG, "regression: norm_infer RMS at Z-Image's model width (bf16, bf16 weight, "
+       "eps 1e-5, no bias)", t([16, 3840]), t([3840]), None, 1e-5, True, 9101, production=False, cpu=True),
+    ni("reg_rms_fp32_m5_n129_bias", REG, "regression: RMS with a bias, N = 128 + 1",
+       t([5, 129], "float32"), t([129], "float32"), t([129], "float32"), 1e-6, True, 9102, production=False, cpu=True),
+    ni("reg_rms_fp16_m31_n640_noweight", REG, "regression: RMS without weight or bias, fp16",
+       t([31, 640], "float16"), None, None, 1e-6, True, 9103, production=False, cpu=True),
+    ni("reg_rms_fp32_m16_n256_specials", REG, "regression: RMS with NaN and +-Inf in x",
+       t([16, 256], "float32", dist="specials"), t([256], "float32"), None, 1e-6, True, 9104,
+       production=False, cpu=True),
+    ni("reg_rms_bf16_m4096_n3840", REG, "regression: norm_infer RMS [4096, 3840] bf16 (the lead's reading of the "
+       "Z-Image RMS rows; 0.5.15 routes bf16 RMSNorm of width 3840 to sgl_kernel.rmsnorm, not here)",
+       t([4096, 3840]), t([3840]), None, 1e-5, True, 9105, production=False),
+    ni("reg_rms_bf16_m16384_n3840", REG, "regression: norm_infer RMS [16384, 3840] bf16 (as above)",
+       t([16384, 3840]), t([3840]), None, 1e-5, True, 9106, production=False),
+    # --- triton_one_pass_rms_norm
+    op("reg_op_bf16_s1023_d128", REG, "regression: S = 1024 - 1 (upstream: one row per program)",
+       t([1023, 128]), t([128]), 1e-6, 9201, production=False),
+    op("reg_op_bf16_s1025_d128", REG, "regression: S = 1024 + 1 (upstream: two rows per program, ragged tail)",
+       t([1025, 128]), t([128]), 1e-6, 9202, production=False),
+    op("reg_op_bf16_s8193_d128", REG, "regression: S = 8192 + 1 (upstream: 16 rows per program, ragged tail)",
+       t([8193, 128]), t([128]), 1e-6, 9203, production=False),
+    op("reg_op_bf16_4d_b2_s9_h5_d128", REG, "regression: 4-D x [B, S, H, D] (upstream reshapes to rows)",
+       t([2, 9, 5, 128]), t([128]), 1e-6, 9204, production=False, cpu=True),
+    op("reg_op_bf16_qkv_slice_s11_h8_d128", REG, "regression: non-contiguous k slice of a packed qkv "
+       "[1, 11, 3, 8, 128] (upstream copies it contiguous)",
+       t([1, 11, 8, 128], stride=[11 * 3 * 8 * 128, 3 * 8 * 128, 128, 1], offset=8 * 128), t([128]), 1e-6,
+       9205, production=False, cpu=True),
+    op("reg_op_bf16_qkv_slice_s27030_h24_d128", REG, "regression: HunyuanVideo-sized q slice of a packed qkv "
+       "[1, 27030, 3, 24, 128] (what RMSNorm would get without the caller's .contiguous())",
+       t([1, 27030, 24, 128], stride=[27030 * 3 * 24 * 128, 3 * 24 * 128, 128, 1]), t([128]), 1e-6,
+       9213, production=False),
+    op("reg_op_fp16_s77_d64_eps1e5", REG, "regression: fp16, head_dim 64, eps 1e-5",
+       t([77, 64], "float16"), t([64], "float16"), 1e-5, 9206, production=False, cpu=True),
+    op("reg_op_fp32_s50_d96", REG, "regression: fp32 x and weight, D = 96 (not a power of two)",
+       t([50, 96], "float32"), t([96], "float32"), 1e-6, 9207, production=False, cpu=True),
+    op("reg_op_bf16_s65_d128_fp32w", REG, "regression: bf16 x with an fp32 weight (RMSNorm built without the "
+       "bf16 default dtype)", t([65, 128]), t([128], "float32"), 1e-6, 9208, production=False, cpu=True),
+    op("reg_op_bf16_s128_d128_large", REG, "regression: values near 1e4 (x^2 near 1e8)",
+       t([128, 128], dist="large"), t([128], dist="heavy"), 1e-6, 9209, production=False, cpu=True),
+    op("reg_op_bf16_s96_d128_specials", REG, "regression: NaN and +-Inf in x land where the math puts them",
+       t([96, 128], dist="specials"), t([128]), 1e-6, 9210, production=False, cpu=True),
+    op("reg_op_fp32_s3_d1", REG, "regression: D = 1, three rows",
+       t([3, 1], "float32"), t([1], "float32"), 1e-6, 9211, production=False, cpu=True),
+    op("reg_op_bf16_s1_d128", REG, "regression: a single row",
+       t([1, 128]), t([128]), 1e-6, 9212, production=False, cpu=True),
+]
+
+text = json.dumps(rows, indent=1) + "\n"
+if "--check" in sys.argv:
+    if OUT.read_text() != text:
+        sys.exit(f"{OUT} is out of date: run python {Path(__file__).name}")
+else:
+    OUT.write_text(text)
+    print(f"wrote {len(rows)} rows to {OUT}")

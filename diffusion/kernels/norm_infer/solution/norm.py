@@ -1,0 +1,131 @@
+"""Candidate v1 for norm_infer: one Triton kernel for both entry points (row LayerNorm / RMSNorm, fp32 statistics).
+
+A program normalises BLOCK_M whole rows held in registers: rows are read once, the mean and the centred variance
+come from the registers (two passes over registers, one over memory), and y is written once. Narrow rows (the
+D = 128 QK norm) pack many rows per program so each thread still moves 16-byte vectors; wide rows (Helios 5120)
+take one row per program with 8-16 warps. Statistics and the normalisation are fp32, 1/sqrt is correctly rounded.
+Any strides of x are handled in the kernel (upstream copies a non-contiguous x first; torch ops are not allowed on
+this path anyway). Upstream's limit is kept: a row wider than 64 KB of x raises.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _row_norm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    M, N, D1, D2,
+    sx0, sx1, sx2, sxn,
+    sym, syn,
+    eps,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    rmask = rows < M
+    cmask = cols < N
+    mask = rmask[:, None] & cmask[None, :]
+    if FLAT:
+        xrow = rows * sx0
+    else:
+        # x [D0, D1, D2, N] with any strides: row r = (i0 * D1 + i1) * D2 + i2
+        i2 = rows % D2
+        i01 = rows // D2
+        xrow = (i01 // D1) * sx0 + (i01 % D1) * sx1 + i2 * sx2
+    x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
+
+    if IS_RMS:
+        xc = x
+    else:
+        mean = tl.sum(x, axis=1) / N
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+    var = tl.sum(xc * xc, axis=1) / N
+    rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(var + eps))
+    y = xc * rstd[:, None]
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+        y = y * w[None, :]
+    if HAS_B:
+        b = tl.load(b_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+        y = y + b[None, :]
+    tl.store(y_ptr + rows[:, None] * sym + cols[None, :] * syn, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _row_layout(x: torch.Tensor):
+    """(rows, D1, D2, sx0, sx1, sx2, flat) for x [..., N]: the leading dims as at most three strided dims."""
+    lead = [(n, s) for n, s in zip(x.shape[:-1], x.stride()[:-1]) if n != 1]
+    rows = 1
+    for n, _ in lead:
+        rows *= n
+    # Merge neighbours whose strides nest (stride[i] == stride[i+1] * size[i+1]).
+    merged = []
+    for n, s in lead:
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = (merged[-1][0] * n, s)
+        else:
+            merged.append((n, s))
+    if len(merged) <= 1:
+        s = merged[0][1] if merged else 0
+        return rows, 1, 1, s, 0, 0, True
+    if len(merged) > 3:
+        raise ValueError(f"x of shape {tuple(x.shape)} and strides {x.stride()} has more than three independent "
+                         f"leading dimensions; pass a tensor whose leading dimensions merge into at most three")
+    while len(merged) < 3:
+        merged.insert(0, (1, 0))
+    (_, s0), (d1, s1), (d2, s2) = merged
+    return rows, d1, d2, s0, s1, s2, False
+
+
+def _launch(x, w, b, y2d_strides, y, eps, is_rms):
+    N = x.shape[-1]
+    if N > 65536 // x.element_size():
+        raise RuntimeError("This layer norm doesn't support feature dim >= 64KB.")
+    rows, d1, d2, s0, s1, s2, flat = _row_layout(x)
+    if rows == 0 or N == 0:
+        return
+    block_n = triton.next_power_of_2(N)
+    # Narrow rows: pack rows so a program moves about 4K elements (16-byte vectors, 32 per thread at 4 warps).
+    block_m = max(1, min(triton.next_power_of_2(rows), 4096 // block_n))
+    tile = block_m * block_n
+    num_warps = 4 if tile <= 4096 else (8 if tile <= 8192 else 16)
+    grid = (triton.cdiv(rows, block_m),)
+    _row_norm_kernel[grid](
+        x, w if w is not None else x, b if b is not None else x, y,
+        rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1], float(eps),
+        IS_RMS=bool(is_rms), HAS_W=w is not None, HAS_B=b is not None, FLAT=flat,
+        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+    )
+
+
+def _check_vector(t, N, name):
+    if t is not None and (tuple(t.shape) != (N,) or (N > 1 and t.stride(0) != 1)):
+        raise ValueError(f"{name} must be a contiguous [{N}] vector, got shape {tuple(t.shape)} stride {t.stride()}")
+
+
+def norm_infer(x, weight, bias, eps, is_rms_norm=False, out=None):
+    """Drop-in for sglang's norm_infer: LayerNorm (or RMSNorm) over the rows of x [M, N]; out optional."""
+    if x.dim() != 2:
+        raise ValueError(f"x must be [M, N], got shape {tuple(x.shape)}")
+    M, N = x.shape
+    _check_vector(weight, N, "weight")
+    _check_vector(bias, N, "bias")
+    if out is None:
+        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    elif tuple(out.shape) != (M, N) or out.dtype != x.dtype:
+        raise ValueError("out must have x's shape and dtype")
+    _launch(x, weight, bias, (out.stride(0), out.stride(1)), out, eps, is_rms_norm)
+    return out
+
+
+def triton_one_pass_rms_norm(x, w, eps=1e-6, *, out=None):
+    """Drop-in for sglang's triton_one_pass_rms_norm: x * rsqrt(mean(x^2) + eps) * w over the last dim; out optional."""
+    D = x.shape[-1]
+    _check_vector(w, D, "w")
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    elif tuple(out.shape) != tuple(x.shape) or out.dtype != x.dtype or not out.is_contiguous():
+        raise ValueError("out must be a contiguous tensor with x's shape and dtype")
+    _launch(x, w, None, (D, 1), out, eps, True)
+    return out

@@ -1,0 +1,57 @@
+"""norm_infer task folder: frozen rows in sync with their generator, provenance on production rows, the oracle
+against PyTorch's own norms, and the solution within the static rules. (The CPU gate itself is
+tests/test_cpu_gate.py.)"""
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from kda.harness.guards import static_violations
+from kda.task import Task
+
+TASK = Task.load("norm_infer")
+
+
+def test_workloads_match_their_generator():
+    gen = TASK.path / "bench" / "make_workloads.py"
+    subprocess.run([sys.executable, str(gen), "--check"], check=True)
+
+
+def test_production_rows_carry_provenance_and_both_functions_are_covered():
+    prod = [r for r in TASK.rows if r.production]
+    assert prod and all(r.source.startswith(("captured:", "derived:")) for r in prod)
+    assert {r.function for r in prod} == {"norm_infer", "triton_one_pass_rms_norm"}
+    assert all(r.source.startswith("regression:") for r in TASK.rows if not r.production)
+
+
+def _row(function, **scalars):
+    return next(r for r in TASK.rows if r.function == function and
+                all(r.scalars.get(k) == v for k, v in scalars.items()))
+
+
+def test_oracle_layer_norm_matches_torch():
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(6, 300, generator=g), torch.randn(300, generator=g), torch.randn(300, generator=g)
+    ref = TASK.oracle.reference(_row("norm_infer", is_rms_norm=False), {"x": x, "weight": w, "bias": b})["y"]
+    eps = float(_row("norm_infer", is_rms_norm=False).scalars["eps"])
+    torch.testing.assert_close(ref, F.layer_norm(x, (300,), w, b, eps), atol=1e-5, rtol=1e-5)
+    none = TASK.oracle.reference(_row("norm_infer", is_rms_norm=False), {"x": x, "weight": None, "bias": None})["y"]
+    torch.testing.assert_close(none, F.layer_norm(x, (300,), None, None, eps), atol=1e-5, rtol=1e-5)
+
+
+def test_oracle_rms_norms_match_torch():
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(9, 128, generator=g).to(torch.bfloat16), torch.randn(128, generator=g).to(torch.bfloat16)
+    row = _row("triton_one_pass_rms_norm")
+    eps = float(row.scalars["eps"])
+    want = F.rms_norm(x.float(), (128,), w.float(), eps)
+    torch.testing.assert_close(TASK.oracle.reference(row, {"x": x, "w": w})["y"], want, atol=1e-5, rtol=1e-5)
+    rms = _row("norm_infer", is_rms_norm=True)
+    got = TASK.oracle.reference(rms, {"x": x, "weight": w, "bias": None})["y"]
+    torch.testing.assert_close(got, F.rms_norm(x.float(), (128,), w.float(), float(rms.scalars["eps"])),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_solution_keeps_the_static_rules():
+    assert static_violations(TASK.solution_files()) == []
