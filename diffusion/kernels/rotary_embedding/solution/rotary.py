@@ -1,0 +1,173 @@
+"""Candidate v1 for rotary_embedding: one streaming pass per call, fp32 math, whole 16-byte vectors.
+
+Both kernels flatten the work into rows, one row per (batch, token, head) holding that head's D elements, and give
+each program BLOCK_R rows x the whole head (about 4K elements).
+
+- Interleaved pairs (apply_rotary_embedding): a row is loaded as one contiguous [D] vector (upstream loads the even
+  and the odd elements with two stride-2 gathers), split into (even, odd) pairs in registers with reshape + split,
+  rotated, joined back and stored as one contiguous vector. cos/sin are gathered per row at token = (row // H) % T
+  with their own strides, so non-contiguous or full-width interleaved cos/sin need no host-side copy.
+- Split halves (apply_ltx2_split_rotary_emb): the two halves of a row are two contiguous loads; cos/sin are read
+  through their [B, H, S, D/2] strides (the production swapaxes view included). The cosine product is rounded to
+  bf16 before the sine product is added, as LTX-2's reference does (see oracle.py); the rounding is done with
+  integer ops (round to nearest even) so that it is exact on the GPU and under Triton's interpreter alike.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _round_bf16(v):
+    """fp32 -> nearest-even bf16 value, kept in fp32 (NaN passes through)."""
+    u = v.to(tl.uint32, bitcast=True)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return tl.where(v != v, v, u.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def _rope_pairs_kernel(
+    x_ptr, cos_ptr, sin_ptr, out_ptr,
+    n_rows, H, T,
+    sx_b, sx_t, sx_h,
+    sc_t, sc_i, ss_t, ss_i,
+    D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr, X_FLAT: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    rmask = rows < n_rows
+    bt = rows // H
+    tok = bt % T
+    rows64 = rows.to(tl.int64)
+    if X_FLAT:
+        x_row = rows64 * D
+    else:
+        h = rows - bt * H
+        x_row = (bt // T).to(tl.int64) * sx_b + tok.to(tl.int64) * sx_t + h.to(tl.int64) * sx_h
+    cols = tl.arange(0, BLOCK_D)
+    mask = rmask[:, None] & (cols < D)[None, :]
+    x = tl.load(x_ptr + x_row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    xe, xo = tl.split(tl.reshape(x, [BLOCK_R, BLOCK_D // 2, 2]))
+
+    half = tl.arange(0, BLOCK_D // 2)
+    hmask = rmask[:, None] & (half < D // 2)[None, :]
+    tok64 = tok.to(tl.int64)
+    c = tl.load(cos_ptr + tok64[:, None] * sc_t + half[None, :] * sc_i, mask=hmask, other=0.0).to(tl.float32)
+    s = tl.load(sin_ptr + tok64[:, None] * ss_t + half[None, :] * ss_i, mask=hmask, other=0.0).to(tl.float32)
+
+    oe = xe * c - xo * s
+    oo = xo * c + xe * s
+    o = tl.reshape(tl.join(oe, oo), [BLOCK_R, BLOCK_D])
+    tl.store(out_ptr + rows64[:, None] * D + cols[None, :], o.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rope_split_kernel(
+    x_ptr, cos_ptr, sin_ptr, out_ptr,
+    n_rows, H, S,
+    sc_b, sc_h, sc_s, sc_i, ss_b, ss_h, ss_s, ss_i,
+    HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_R: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    rmask = rows < n_rows
+    bs = rows // H
+    h = (rows - bs * H).to(tl.int64)
+    b = (bs // S).to(tl.int64)
+    s_idx = (bs % S).to(tl.int64)
+    i = tl.arange(0, BLOCK_HALF)
+    mask = rmask[:, None] & (i < HALF)[None, :]
+    x_row = rows.to(tl.int64) * (2 * HALF)
+    x1_ptrs = x_ptr + x_row[:, None] + i[None, :]
+    x1 = tl.load(x1_ptrs, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x1_ptrs + HALF, mask=mask, other=0.0).to(tl.float32)
+    c_row = b * sc_b + h * sc_h + s_idx * sc_s
+    s_row = b * ss_b + h * ss_h + s_idx * ss_s
+    c = tl.load(cos_ptr + c_row[:, None] + i[None, :] * sc_i, mask=mask, other=0.0).to(tl.float32)
+    s = tl.load(sin_ptr + s_row[:, None] + i[None, :] * ss_i, mask=mask, other=0.0).to(tl.float32)
+
+    o1 = _round_bf16(x1 * c) - x2 * s
+    o2 = _round_bf16(x2 * c) + x1 * s
+    o1_ptrs = out_ptr + x_row[:, None] + i[None, :]
+    tl.store(o1_ptrs, o1.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(o1_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _block_rows(n_rows: int, row_width: int) -> int:
+    per_program = 4096
+    return max(1, min(triton.next_power_of_2(max(n_rows, 1)), per_program // row_width))
+
+
+def _check_out(out, x):
+    if out is None:
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if tuple(out.shape) != tuple(x.shape) or out.dtype != x.dtype or not out.is_contiguous():
+        raise ValueError("out must be a contiguous tensor with x's shape and dtype")
+    return out
+
+
+def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
+    """Drop-in for sglang's apply_rotary_embedding: rotates adjacent pairs (2i, 2i+1) of each head by cos/sin[token, i].
+
+    x [B, T, H, D] or [T, H, D] (unit stride along D); cos/sin [T', D/2] with T' >= T, any strides, or [T', D] with
+    interleaved=True (columns 0, 2, 4, ... used). Returns `out` (allocated contiguous when not given).
+    """
+    if x.dim() == 4:
+        B, T, H, D = x.shape
+        sx_b, sx_t, sx_h, sx_d = x.stride()
+    elif x.dim() == 3:
+        T, H, D = x.shape
+        B = 1
+        sx_t, sx_h, sx_d = x.stride()
+        sx_b = 0
+    else:
+        raise ValueError(f"x must be [B, T, H, D] or [T, H, D], got shape {tuple(x.shape)}")
+    if D % 2 != 0:
+        raise ValueError("head_size must be divisible by 2")
+    if D > 1 and sx_d != 1:
+        raise ValueError("x must have unit stride along the head dimension (upstream requires it too)")
+    if cos.dim() != 2 or sin.dim() != 2 or cos.shape[0] < T or sin.shape[0] < T:
+        raise ValueError(f"cos/sin must be [T, D/2] (or [T, D] with interleaved), got {tuple(cos.shape)}, {tuple(sin.shape)}")
+    out = _check_out(out, x)
+    n_rows = B * T * H
+    if n_rows == 0 or D == 0:
+        return out
+    # Upstream takes every other column of a full-width cos/sin when interleaved, and the first D/2 columns otherwise.
+    c_step = 2 if (interleaved and cos.shape[-1] == D) else 1
+    s_step = 2 if (interleaved and sin.shape[-1] == D) else 1
+    x_flat = sx_h == D and (T == 1 or sx_t == H * D) and (B == 1 or sx_b == T * H * D)
+    block_d = max(2, triton.next_power_of_2(D))
+    block_r = _block_rows(n_rows, block_d)
+    grid = (triton.cdiv(n_rows, block_r),)
+    _rope_pairs_kernel[grid](
+        x, cos, sin, out, n_rows, H, T, sx_b, sx_t, sx_h,
+        cos.stride(0), cos.stride(1) * c_step, sin.stride(0), sin.stride(1) * s_step,
+        D=D, BLOCK_D=block_d, BLOCK_R=block_r, X_FLAT=x_flat, num_warps=4,
+    )
+    return out
+
+
+def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
+    """Drop-in for sglang's apply_ltx2_split_rotary_emb: per head, rotates (x[i], x[i + D/2]) by cos/sin[b, h, s, i].
+
+    x [B, S, H*D] contiguous; cos/sin [B, H, S, D/2] with any strides. Returns `out` (allocated when not given).
+    """
+    batch, seq_len, inner_dim = x.shape
+    cos_batch, num_heads, cos_seq_len, half_dim = cos.shape
+    if (cos_batch != batch or cos_seq_len != seq_len or inner_dim != num_heads * half_dim * 2
+            or tuple(sin.shape) != tuple(cos.shape)):
+        raise ValueError("LTX2 split RoPE shape mismatch: "
+                         f"x={tuple(x.shape)}, cos={tuple(cos.shape)}, sin={tuple(sin.shape)}")
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous (upstream requires it too)")
+    out = _check_out(out, x)
+    n_rows = batch * seq_len * num_heads
+    if n_rows == 0 or half_dim == 0:
+        return out
+    block_half = triton.next_power_of_2(half_dim)
+    block_r = _block_rows(n_rows, 2 * block_half)
+    grid = (triton.cdiv(n_rows, block_r),)
+    _rope_split_kernel[grid](
+        x, cos, sin, out, n_rows, num_heads, seq_len,
+        *cos.stride(), *sin.stride(),
+        HALF=half_dim, BLOCK_HALF=block_half, BLOCK_R=block_r, num_warps=4,
+    )
+    return out
