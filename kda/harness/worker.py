@@ -348,6 +348,8 @@ def main(argv=None) -> None:
         out.write(json.dumps(msg) + "\n")
         out.flush()
 
+    # Inference kernels run without autograd in production; some upstream wrappers fall back to PyTorch when grad is on.
+    torch.set_grad_enabled(False)
     tamper = TamperWatch()
     try:
         task = Task.load(args.task)
