@@ -70,10 +70,13 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
 
 
 def row_statistics(raw: dict, bytes_moved: int, copy_tbps: float | None, datasheet: float | None,
-                   resamples: int, seed: int) -> dict:
-    """Per-arm summaries, speedups over the baseline and over the best correct peer, roofline columns."""
+                   resamples: int, seed: int, l2_resident: bool = False) -> dict:
+    """Per-arm summaries, speedups over the baseline and over the best correct peer, roofline columns.
+
+    `l2_resident`: the row's bytes fit in L2 and the cache is hot, so repeated calls are served from L2 and rates
+    above the DRAM datasheet are expected, not impossible; such rows are never INVALID (an A/A run found one)."""
     arms = raw.get("arms", {})
-    out = {"arms": {}, "speedup": {}, "invalid": []}
+    out = {"arms": {}, "speedup": {}, "invalid": [], "l2_resident": l2_resident}
     for arm, samples in arms.items():
         entry = {}
         for m in METRICS:
@@ -83,7 +86,7 @@ def row_statistics(raw: dict, bytes_moved: int, copy_tbps: float | None, datashe
                 tbps = bytes_moved / med / 1e6
                 entry[m]["tbps"] = tbps
                 entry[m]["copy_frac"] = tbps / copy_tbps if copy_tbps else None
-                if datasheet and tbps > datasheet and m != "wall_us":
+                if datasheet and tbps > datasheet and m != "wall_us" and not l2_resident:
                     out["invalid"].append(f"{arm} {m}: {tbps:.2f} TB/s exceeds the datasheet {datasheet} TB/s")
         entry["graph_error"] = samples.get("graph_error")
         out["arms"][arm] = entry

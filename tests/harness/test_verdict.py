@@ -228,3 +228,13 @@ def test_graph_speedup_none_when_baseline_graph_missing():
     g = out["speedup"]["graph_us"]
     assert g["vs_baseline"] is None and g["best_peer"] is None
     assert out["speedup"]["device_us"]["vs_baseline"]["median"] == pytest.approx(2.0)
+
+
+def test_l2_resident_rows_are_not_invalid():
+    from kda.harness.verdict import row_statistics
+    raw = {"arms": {"baseline": {"device_us": [1.0] * 5, "wall_us": [5.0] * 5, "graph_us": [1.0] * 5},
+                    "candidate": {"device_us": [1.0] * 5, "wall_us": [5.0] * 5, "graph_us": [1.0] * 5}},
+           "checks": []}
+    # 10 MB in 1 us is 10 TB/s: impossible from DRAM, normal from a hot L2
+    assert row_statistics(raw, 10_000_000, 4.2, 4.8, 100, 0)["invalid"]
+    assert row_statistics(raw, 10_000_000, 4.2, 4.8, 100, 0, l2_resident=True)["invalid"] == []
