@@ -31,6 +31,12 @@ def mini_root(tmp_path, monkeypatch):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / rel).is_dir() else shutil.copy2)(ROOT / rel, root / rel)
     (root / "pyproject.toml").write_text("")
+    # Only the pilot lives in this mini repository: keep its launcher and index entry, drop the other tasks'.
+    launch_dir = root / "scripts" / "launch_kernels"
+    for f in launch_dir.glob("k*_*.sh"):
+        if f.name != LAUNCHER.split("/")[-1]:
+            f.unlink()
+    (launch_dir / "index.toml").write_text(f'[[launcher]]\nnumber = 1\ntask = "{TASK_PATH}"\n')
     monkeypatch.setenv("KDA_ROOT", str(root))
     return root
 
