@@ -226,3 +226,33 @@ def make_generator(device: torch.device | str, seed: int) -> torch.Generator:
 def trial_seed(row_seed: int, salt: int, trial: int, phase: int) -> int:
     """Distinct seed per (row, trial, phase); the run's salt keeps inputs unpredictable to the candidate."""
     return (row_seed * 1_000_003 + salt * 7_919 + trial * 101 + phase) % (2**63)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing workloads.json (used by each task's bench/make_workloads.py)
+
+
+def tensor_decl(shape, dtype: str, stride=None, offset: int = 0, dist: str = "normal") -> dict:
+    """One tensor of a row, with only the keys that differ from the defaults."""
+    spec = {"shape": list(shape), "dtype": dtype}
+    if stride is not None:
+        spec["stride"] = list(stride)
+    if offset:
+        spec["storage_offset"] = offset
+    if dist != "normal":
+        spec["dist"] = dist
+    return spec
+
+
+def write_or_check(path: Path, rows: list[dict], argv: list[str]) -> None:
+    """Write the rows (validated first), or with --check exit non-zero when the committed file differs."""
+    import sys
+
+    parse_rows(rows, f"{path} (generated)")
+    text = json.dumps(rows, indent=1) + "\n"
+    if "--check" in argv:
+        if not path.is_file() or path.read_text() != text:
+            sys.exit(f"{path} is out of date: run python {path.parent / 'make_workloads.py'}")
+        return
+    path.write_text(text)
+    print(f"wrote {len(rows)} rows to {path}")

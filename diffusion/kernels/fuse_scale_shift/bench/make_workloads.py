@@ -4,22 +4,16 @@ Production rows follow ../shared anchors (captured by KDA-Pilot from live SGLang
 configs: S = (1 + (frames-1)/4) * (H/16) * (W/16) for the video DiTs); regression rows cover the forms the
 upstream wrapper accepts that production does not exercise.
 """
-import json
 import sys
 from pathlib import Path
+
+from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
 
 
 def t(shape, dtype="bfloat16", stride=None, offset=0, dist="normal"):
-    spec = {"shape": list(shape), "dtype": dtype}
-    if stride is not None:
-        spec["stride"] = list(stride)
-    if offset:
-        spec["storage_offset"] = offset
-    if dist != "normal":
-        spec["dist"] = dist
-    return spec
+    return tensor_decl(shape, dtype, stride, offset, dist)
 
 
 def row(rid, model, source, x, scale, shift, c, seed, production=True, cpu=False):
@@ -88,10 +82,4 @@ rows += [
         t([1, 96, 3072]), t([1, 1, 3072]), t([1, 96, 3072]), 0.0, 9011, production=False, cpu=True),
 ]
 
-text = json.dumps(rows, indent=1) + "\n"
-if "--check" in sys.argv:
-    if OUT.read_text() != text:
-        sys.exit(f"{OUT} is out of date: run python {Path(__file__).name}")
-else:
-    OUT.write_text(text)
-    print(f"wrote {len(rows)} rows to {OUT}")
+write_or_check(OUT, rows, sys.argv)

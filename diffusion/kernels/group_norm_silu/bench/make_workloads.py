@@ -29,23 +29,17 @@ channels per group not a power of two, G = 1 and G = C, fp32 and bf16, other eps
 4-D, padded and offset views), both upstream Triton paths (one-pass, chunked, chunked with scalar affine), large
 magnitudes, a nonzero mean, NaN/Inf.
 """
-import json
 import math
 import sys
 from pathlib import Path
+
+from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
 
 
 def t(shape, dtype="float16", stride=None, offset=0, dist="normal"):
-    spec = {"shape": list(shape), "dtype": dtype}
-    if stride is not None:
-        spec["stride"] = list(stride)
-    if offset:
-        spec["storage_offset"] = offset
-    if dist != "normal":
-        spec["dist"] = dist
-    return spec
+    return tensor_decl(shape, dtype, stride, offset, dist)
 
 
 def channels_last(shape):
@@ -161,10 +155,4 @@ for i, (rid, why, x, c, g, eps, fn, cpu, kw) in enumerate(reg):
     rows.append(row(rid, REG, f"regression: {why}", x, c, g, eps, 9001 + i, function=fn, production=False, cpu=cpu,
                     **kw))
 
-text = json.dumps(rows, indent=1) + "\n"
-if "--check" in sys.argv:
-    if OUT.read_text() != text:
-        sys.exit(f"{OUT} is out of date: run python {Path(__file__).name}")
-else:
-    OUT.write_text(text)
-    print(f"wrote {len(rows)} rows to {OUT}")
+write_or_check(OUT, rows, sys.argv)

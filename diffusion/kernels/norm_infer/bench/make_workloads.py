@@ -11,22 +11,16 @@ Production rows follow ../shared anchors (section 3) and the KDA-Pilot frozen ro
 hunyuanvideo RMS [1320|648720|650040, 128] bf16"). Dtypes, eps and affine come from the 0.5.15 call sites (see
 prompt.md); regression rows cover what upstream accepts that production does not exercise.
 """
-import json
 import sys
 from pathlib import Path
+
+from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
 
 
 def t(shape, dtype="bfloat16", stride=None, offset=0, dist="normal"):
-    spec = {"shape": list(shape), "dtype": dtype}
-    if stride is not None:
-        spec["stride"] = list(stride)
-    if offset:
-        spec["storage_offset"] = offset
-    if dist != "normal":
-        spec["dist"] = dist
-    return spec
+    return tensor_decl(shape, dtype, stride, offset, dist)
 
 
 def ni(rid, model, source, x, weight, bias, eps, rms, seed, production=True, cpu=False):
@@ -156,10 +150,4 @@ rows += [
        t([1, 128]), t([128]), 1e-6, 9212, production=False, cpu=True),
 ]
 
-text = json.dumps(rows, indent=1) + "\n"
-if "--check" in sys.argv:
-    if OUT.read_text() != text:
-        sys.exit(f"{OUT} is out of date: run python {Path(__file__).name}")
-else:
-    OUT.write_text(text)
-    print(f"wrote {len(rows)} rows to {OUT}")
+write_or_check(OUT, rows, sys.argv)

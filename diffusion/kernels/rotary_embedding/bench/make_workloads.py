@@ -16,22 +16,16 @@ Two upstream entry points, told apart by each row's `function`:
 
 Tensors are filled by the harness; cos/sin use dist "uniform" ([-1, 1), like real cos/sin values).
 """
-import json
 import sys
 from pathlib import Path
+
+from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
 
 
 def t(shape, dtype="bfloat16", stride=None, offset=0, dist="normal"):
-    spec = {"shape": list(shape), "dtype": dtype}
-    if stride is not None:
-        spec["stride"] = list(stride)
-    if offset:
-        spec["storage_offset"] = offset
-    if dist != "normal":
-        spec["dist"] = dist
-    return spec
+    return tensor_decl(shape, dtype, stride, offset, dist)
 
 
 def rot_row(rid, model, source, x, cos, sin, seed, interleaved=False, production=False, cpu=True):
@@ -169,10 +163,4 @@ rows += [
             t([1, 24, 4 * 128], dist="specials"), ltx_cs(1, 4, 24, 64), ltx_cs(1, 4, 24, 64), 9108),
 ]
 
-text = json.dumps(rows, indent=1) + "\n"
-if "--check" in sys.argv:
-    if OUT.read_text() != text:
-        sys.exit(f"{OUT} is out of date: run python {Path(__file__).name}")
-else:
-    OUT.write_text(text)
-    print(f"wrote {len(rows)} rows to {OUT}")
+write_or_check(OUT, rows, sys.argv)
