@@ -304,3 +304,19 @@ def test_accepted_layouts_build_exactly(layout):
             assert addrs.setdefault(a, key) == key, f"aliasing at {a}: {addrs[a]} vs {key}"
         fill_(t, s, make_generator("cpu", 0))
         assert storage_of(t).numel() == n
+
+
+def test_write_or_check_writes_validates_and_detects_drift(tmp_path):
+    from kda.workloads import tensor_decl, write_or_check
+
+    row = {"id": "r", "production": False, "model": "m", "source": "regression: t", "function": "f",
+           "tensors": {"x": tensor_decl([2, 3], "float32", stride=[3, 1], offset=0)}, "scalars": {}, "seed": 1,
+           "cpu": True}
+    assert tensor_decl([2], "float16", dist="large") == {"shape": [2], "dtype": "float16", "dist": "large"}
+    out = tmp_path / "workloads.json"
+    write_or_check(out, [row], [])
+    write_or_check(out, [row], ["--check"])  # in sync: returns quietly
+    with pytest.raises(SystemExit, match="out of date"):
+        write_or_check(out, [{**row, "seed": 2}], ["--check"])
+    with pytest.raises(KdaError, match="duplicate id"):
+        write_or_check(out, [row, row], [])
