@@ -266,6 +266,16 @@ def cmd_campaign(args) -> int:
     return campaign.clean(repo_root(), yes=args.yes)
 
 
+def cmd_shapes(args) -> int:
+    from kda.paths import repo_root
+    from kda.shapes.ingest import DEFAULT_CATALOG, ingest
+
+    catalog = Path(args.catalog) if args.catalog else repo_root() / DEFAULT_CATALOG
+    summary, total = ingest([Path(p) for p in args.logs], catalog)
+    print(summary.text(catalog, total))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kda", description="Evidence-first GPU kernel optimization campaigns.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -363,6 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     q = csub.add_parser("clean", help="remove worktrees and branches of merged or ended runs (dry run without --yes)")
     q.add_argument("--yes", action="store_true", help="do it")
     q.set_defaults(fn=cmd_campaign)
+    p = sub.add_parser("shapes", help="captured call signatures: `ingest` merges recorder logs into the catalog")
+    ssub = p.add_subparsers(dest="action", required=True)
+    q = ssub.add_parser("ingest", help="validate recorder logs and merge them into diffusion/shapes/captured.jsonl")
+    q.add_argument("logs", nargs="+", metavar="LOG")
+    q.add_argument("--catalog", help="catalog file (default: diffusion/shapes/captured.jsonl in the repository)")
+    q.set_defaults(fn=cmd_shapes)
     return ap
 
 
