@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -43,7 +43,6 @@ class RunOptions:
     write: bool = True
     salt: int | None = None
     quiet: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 class Worker:
@@ -106,11 +105,13 @@ class Worker:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for f in (self.cmd, self.res):
+        for f in (self.cmd, self.res, self.log):
             try:
                 f.close()
             except OSError:
                 pass
+        # The log's tail already went into any CRASH record that needed it.
+        Path(self.log.name).unlink(missing_ok=True)
 
 
 def _start(task, opts, salt, copy_bw) -> tuple[Worker, dict]:
