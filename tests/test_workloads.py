@@ -3,8 +3,6 @@ import copy
 import itertools
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -115,12 +113,6 @@ def test_committed_workloads_parse():
     assert any(r.cpu for r in rows) and any(r.production for r in rows)
     wan = next(r for r in rows if r.id == "wan_ti2v_s18144_c3072_chunk_fp32")
     assert wan.tensors["shift"].storage_offset == 3072 and wan.tensors["shift"].stride == (18144 * 6144, 6144, 1)
-
-
-def test_committed_workloads_match_generator():
-    proc = subprocess.run([sys.executable, str(TASK / "bench" / "make_workloads.py"), "--check"],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_cpu_rows_build_as_declared():

@@ -1,12 +1,9 @@
-"""rotary_embedding task folder: frozen rows in sync with their generator, provenance on production rows, the oracle
-against independent formulations (complex multiplication; LTX-2's own PyTorch reference in bf16), and the solution
-within the static rules. (The CPU gate itself is tests/test_cpu_gate.py.)"""
-import subprocess
-import sys
+"""rotary_embedding task folder: both entry points among the production rows, and the oracle against independent
+formulations (complex multiplication; LTX-2's own PyTorch reference in bf16). Checks every task shares:
+tests/test_task_folders.py; the CPU gate: tests/test_cpu_gate.py."""
 
 import torch
 
-from kda.harness.guards import static_violations
 from kda.task import Task
 
 TASK = Task.load("rotary_embedding")
@@ -16,10 +13,6 @@ def _row(function, **scalars):
     return next(r for r in TASK.rows if r.function == function and
                 all(r.scalars.get(k) == v for k, v in scalars.items()))
 
-
-def test_workloads_match_their_generator():
-    gen = TASK.path / "bench" / "make_workloads.py"
-    subprocess.run([sys.executable, str(gen), "--check"], check=True)
 
 
 def test_production_rows_carry_provenance_and_both_functions_are_covered():
@@ -59,7 +52,3 @@ def test_oracle_ltx2_split_matches_sglangs_pytorch_reference_in_bf16():
     want = out.reshape(B, H, S, 2 * half).swapaxes(1, 2).reshape(B, S, -1)
     got = TASK.oracle.reference(_row("apply_ltx2_split_rotary_emb"), {"x": x, "cos": cos, "sin": sin})["out"]
     assert torch.equal(got.to(torch.bfloat16), want)
-
-
-def test_solution_keeps_the_static_rules():
-    assert static_violations(TASK.solution_files()) == []
