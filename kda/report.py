@@ -80,10 +80,12 @@ def _f(v, digits=1):
 def noise_floor_text(aa: ResultsFile | None) -> str:
     if aa is None:
         return "not measured"
-    m = aa.summary["metrics"].get("device_us", {}).get("vs_baseline")
-    rows = [r for r in aa.rows if r.get("speedup")]
-    wins = sum(r["speedup"]["device_us"]["vs_baseline"]["ci"][0] > 1 for r in rows)
-    return f"{_ci(m)}; {wins}/{len(rows)} rows falsely 'faster'"
+    from kda.harness.runner import aa_noise
+
+    noise = aa_noise(aa.rows, aa.summary)
+    if noise is None:
+        return "not measured"
+    return f"{_ci(noise)}; {noise['false_wins']}/{noise['rows']} rows falsely 'faster'"
 
 
 def readme_table(results: dict[Path, list[ResultsFile]]) -> str:

@@ -274,17 +274,25 @@ def summarize(task: Task, rows: list[dict], cfg, opts: RunOptions, slug: str) ->
     return summ
 
 
+def aa_noise(rows: list[dict], summary: dict) -> dict | None:
+    """The noise floor an A/A run measured: geomean of baseline-vs-baseline speedups and how often a row's interval
+    lay wholly above (false win) or below (false loss) 1."""
+    m = summary.get("metrics", {}).get("device_us", {}).get("vs_baseline")
+    if not m:
+        return None
+    timed = [r for r in rows if r.get("type") == "row" and r.get("speedup")]
+    cis = [r["speedup"]["device_us"]["vs_baseline"]["ci"] for r in timed]
+    return {"geomean": m["geomean"], "ci": m["ci"], "rows": len(timed),
+            "false_wins": sum(ci[0] > 1.0 for ci in cis), "false_losses": sum(ci[1] < 1.0 for ci in cis),
+            "false_win_rate": sum(ci[0] > 1.0 for ci in cis) / max(len(timed), 1),
+            "false_loss_rate": sum(ci[1] < 1.0 for ci in cis) / max(len(timed), 1)}
+
+
 def noise_floor(task: Task, slug: str) -> dict | None:
-    """From the committed A/A file of the same GPU, if any: geomean of A/A speedups and the false-win rate."""
+    """From the committed A/A file of the same GPU, if any."""
     path = results_path(task, slug, aa=True)
-    if path.is_file():
-        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        summ = recs[-1]
-        m = summ.get("metrics", {}).get("device_us", {}).get("vs_baseline")
-        if m:
-            row_recs = [r for r in recs if r.get("type") == "row" and r.get("speedup")]
-            wins = sum(1 for r in row_recs if r["speedup"]["device_us"]["vs_baseline"]["ci"][0] > 1.0)
-            losses = sum(1 for r in row_recs if r["speedup"]["device_us"]["vs_baseline"]["ci"][1] < 1.0)
-            return {"file": path.name, "gpu": slug, "geomean": m["geomean"], "ci": m["ci"],
-                    "false_win_rate": wins / max(len(row_recs), 1), "false_loss_rate": losses / max(len(row_recs), 1)}
-    return None
+    if not path.is_file():
+        return None
+    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    noise = aa_noise(recs, recs[-1])
+    return {"file": path.name, "gpu": slug, **noise} if noise else None
