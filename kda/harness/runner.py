@@ -167,7 +167,8 @@ def run_task(task: Task, opts: RunOptions) -> dict:
         "command": provenance.command_line(), **provenance.git_state(), "gpu": gpu or None, "gpu_slug": slug,
         "nvidia_smi_before": smi_before, "nvidia_smi_after": smi_after, "software": provenance.software(),
         "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": cfg["bench"]["l2"], "seed_salt": salt,
-        "vendored": hello.get("vendored"), "duration_s": round(time.time() - started, 1),
+        "vendored": hello.get("vendored"), "baseline_skipped": hello.get("baseline_skipped"),
+        "duration_s": round(time.time() - started, 1),
         "sources": {
             "baseline": {p: h for p, h in info.files.items()},
             "candidate": provenance.sha256_files(task.solution_files(opts.candidate), repo_root()) if not opts.aa else "baseline (A/A)",

@@ -77,6 +77,8 @@ def print_run(out: dict, console: Console) -> None:
             line += f"\nA/A noise floor ({nf['file']}): geomean {nf['geomean']:.3f}, false-win rate {nf['false_win_rate']:.2f}"
     else:
         line += "\nno timing was taken: this is the correctness gate only"
+    if prov.get("baseline_skipped"):
+        line += f"\nbaseline not run: {prov['baseline_skipped']}"
     console.print(line)
     if out.get("path"):
         console.print(f"results written to {out['path']}")

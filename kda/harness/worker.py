@@ -96,6 +96,17 @@ def _interpreter_device_module() -> None:
         cpu.device = lambda device=None: contextlib.nullcontext()
 
 
+def baseline_skip_reason(cfg, device: str) -> str | None:
+    """Why the baseline arm cannot run here, or None. On a CPU only Triton runs (through its interpreter): a CUDA or
+    CuTe DSL baseline is not even imported there (its modules import cutlass, cuda.bindings or tvm_ffi), and the
+    candidate is held to the oracle alone (no error-ratio rule). On a GPU a baseline that fails to load is an error."""
+    lang = cfg["task"]["language"]
+    if device == "cpu" and lang != "triton":
+        return (f"the {lang} baseline runs only on a GPU; on the CPU the candidate is checked against the oracle "
+                f"alone (no error-ratio rule)")
+    return None
+
+
 def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).replace("torch.", "")
 
@@ -109,6 +120,7 @@ class RowRunner:
         self.cfg = task.cfg
         self.device = torch.device(args.device)
         self.gpu = self.device.type == "cuda"
+        self.baseline_skipped: str | None = None  # why the baseline arm does not run on this device, if it does not
 
     # -- inputs -------------------------------------------------------------------------------------------
     def build(self, row):
@@ -125,7 +137,7 @@ class RowRunner:
         self.specs = {k: (tuple(shape), dt) for k, (shape, dt) in specs.items()}
         self.out = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
         out_b = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
-        arms = {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
+        arms = {} if self.baseline_skipped else {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
         if self.args.aa:
             out_a = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
             arms["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_a)
@@ -243,6 +255,8 @@ class RowRunner:
         bench = mode == "bench"
         b = self.cfg["bench"]
         result = {"type": "row", "id": row.id, "arms": {}, "checks": [], "notes": [], "arm_errors": {}}
+        if self.baseline_skipped:
+            result["notes"].append(f"baseline not run: {self.baseline_skipped}")
         self.build(row)
         self.refill(0, 0)
         comparators = b["comparators"] if (bench and not self.args.aa and self.gpu) else []
@@ -356,7 +370,8 @@ def main(argv=None) -> None:
         info = vendor_task(task.cfg, allow_download=False)
         if args.device == "cpu":
             _interpreter_device_module()
-        upstream = load_entry_points(task.cfg, info)
+        skipped = baseline_skip_reason(task.cfg, args.device)
+        upstream = {} if skipped else load_entry_points(task.cfg, info)
         if args.device == "cpu":
             _interpreter_autotune()
         from pathlib import Path
@@ -379,7 +394,7 @@ def main(argv=None) -> None:
         solution = None if args.aa else task.load_solution(Path(args.candidate) if args.candidate else None)
         # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
         forbidden = ({str(task.path / "oracle.py")}, (str(info.root),))
-        hello = {"type": "hello", "device": args.device, "vendored": info.as_dict()}
+        hello = {"type": "hello", "device": args.device, "vendored": info.as_dict(), "baseline_skipped": skipped}
         if args.device == "cuda":
             hello["gpu"] = _gpu_info()
             if args.copy_bandwidth:
@@ -390,6 +405,7 @@ def main(argv=None) -> None:
         return
 
     runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference)
+    runner.baseline_skipped = skipped
     rows = {r.id: r for r in task.rows}
     for line in cmd_in:
         cmd = json.loads(line)
