@@ -27,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kda.lean_launch import LaunchCache
+
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
 # Split pass (elements per tile, tiles per program), from a sweep on an H200 over the largest VAE rows: one group
@@ -280,10 +282,10 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         gpb = min(triton.next_power_of_2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
         ngb = triton.cdiv(G, gpb)
         block_s = max(1, min(triton.next_power_of_2(S), _TILE // (gpb * cpb)))
-        _gn_silu_fused_kernel[(B * ngb,)](
-            x, w_arg, b_arg, out, G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, float(eps),
-            GPB=gpb, CPB=cpb, BLOCK_S=block_s, COLLAPSED=collapsed, WIDE=wide, HAS_W=has_w, HAS_B=has_b,
-            num_warps=4 if gpb * cpb * block_s <= 2048 else 8)
+        _launch_fused((B * ngb, 1, 1), (x, w_arg, b_arg, out),
+                      (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb), (float(eps),),
+                      (gpb, cpb, block_s, collapsed, wide, has_w, has_b),
+                      4 if gpb * cpb * block_s <= 2048 else 8)
         return out
 
     # Split pass. Channel-fast layouts (channels_last) take every group in one tile; others one group per tile.
@@ -297,19 +299,21 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     pmean = torch.empty((B * G * n_part,), dtype=torch.float32, device=x.device)
     pm2 = torch.empty((B * G * n_part,), dtype=torch.float32, device=x.device)
     stats = torch.empty((B * G * 2,), dtype=torch.float32, device=x.device)
-    grid = (n_part, B * ngb)
+    grid = (n_part, B * ngb, 1)
     warps = 8 if gpb * cpb * block_s >= 4096 else 4
-    _gn_partial_stats_kernel[grid](
-        x, pmean, pm2, G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span,
-        GPB=gpb, CPB=cpb, BLOCK_S=block_s, COLLAPSED=collapsed, WIDE=wide, num_warps=warps)
-    _gn_finalize_kernel[(B * G,)](
-        pmean, pm2, stats, S, CPG, n_part, span, float(eps),
-        PBLOCK=min(1024, triton.next_power_of_2(n_part)), num_warps=4)
-    _gn_apply_kernel[grid](
-        x, w_arg, b_arg, out, stats, G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span,
-        GPB=gpb, CPB=cpb, BLOCK_S=block_s, COLLAPSED=collapsed, WIDE=wide,
-        HAS_W=has_w, HAS_B=has_b, num_warps=warps)
+    _launch_partial(grid, (x, pmean, pm2), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span), (),
+                    (gpb, cpb, block_s, collapsed, wide), warps)
+    _launch_finalize((B * G, 1, 1), (pmean, pm2, stats), (S, CPG, n_part, span), (float(eps),),
+                     (min(1024, triton.next_power_of_2(n_part)),), 4)
+    _launch_apply(grid, (x, w_arg, b_arg, out, stats), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span), (),
+                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b), warps)
     return out
+
+
+_launch_fused = LaunchCache(_gn_silu_fused_kernel)
+_launch_partial = LaunchCache(_gn_partial_stats_kernel)
+_launch_finalize = LaunchCache(_gn_finalize_kernel)
+_launch_apply = LaunchCache(_gn_apply_kernel)
 
 
 def triton_group_norm_silu(x, weight, bias, num_groups, eps=1e-5, *, out=None):

@@ -11,6 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kda.lean_launch import LaunchCache
+
 
 @triton.jit
 def _row_norm_kernel(
@@ -78,7 +80,7 @@ def _row_layout(x: torch.Tensor):
     return rows, d1, d2, s0, s1, s2, False
 
 
-def _launch(x, w, b, y2d_strides, y, eps, is_rms):
+def _norm(x, w, b, y2d_strides, y, eps, is_rms):
     N = x.shape[-1]
     if N > 65536 // x.element_size():
         raise RuntimeError("This layer norm doesn't support feature dim >= 64KB.")
@@ -90,13 +92,10 @@ def _launch(x, w, b, y2d_strides, y, eps, is_rms):
     block_m = max(1, min(triton.next_power_of_2(rows), 4096 // block_n))
     tile = block_m * block_n
     num_warps = 4 if tile <= 4096 else (8 if tile <= 8192 else 16)
-    grid = (triton.cdiv(rows, block_m),)
-    _row_norm_kernel[grid](
-        x, w if w is not None else x, b if b is not None else x, y,
-        rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1], float(eps),
-        IS_RMS=bool(is_rms), HAS_W=w is not None, HAS_B=b is not None, FLAT=flat,
-        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
-    )
+    _launch((triton.cdiv(rows, block_m), 1, 1),
+            (x, w if w is not None else x, b if b is not None else x, y),
+            (rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1]), (float(eps),),
+            (bool(is_rms), w is not None, b is not None, flat, block_m, block_n), num_warps)
 
 
 def _check_vector(t, N, name):
@@ -115,7 +114,7 @@ def norm_infer(x, weight, bias, eps, is_rms_norm=False, out=None):
         out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     elif tuple(out.shape) != (M, N) or out.dtype != x.dtype:
         raise ValueError("out must have x's shape and dtype")
-    _launch(x, weight, bias, (out.stride(0), out.stride(1)), out, eps, is_rms_norm)
+    _norm(x, weight, bias, (out.stride(0), out.stride(1)), out, eps, is_rms_norm)
     return out
 
 
@@ -127,5 +126,8 @@ def triton_one_pass_rms_norm(x, w, eps=1e-6, *, out=None):
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     elif tuple(out.shape) != tuple(x.shape) or out.dtype != x.dtype or not out.is_contiguous():
         raise ValueError("out must be a contiguous tensor with x's shape and dtype")
-    _launch(x, w, None, (D, 1), out, eps, True)
+    _norm(x, w, None, (D, 1), out, eps, True)
     return out
+
+
+_launch = LaunchCache(_row_norm_kernel)

@@ -16,6 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kda.lean_launch import LaunchCache
+
 
 @triton.jit
 def _round_bf16(v):
@@ -136,12 +138,10 @@ def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
     x_flat = sx_h == D and (T == 1 or sx_t == H * D) and (B == 1 or sx_b == T * H * D)
     block_d = max(2, triton.next_power_of_2(D))
     block_r = _block_rows(n_rows, block_d)
-    grid = (triton.cdiv(n_rows, block_r),)
-    _rope_pairs_kernel[grid](
-        x, cos, sin, out, n_rows, H, T, sx_b, sx_t, sx_h,
-        cos.stride(0), cos.stride(1) * c_step, sin.stride(0), sin.stride(1) * s_step,
-        D=D, BLOCK_D=block_d, BLOCK_R=block_r, X_FLAT=x_flat, num_warps=4,
-    )
+    _launch_pairs((triton.cdiv(n_rows, block_r), 1, 1), (x, cos, sin, out),
+                  (n_rows, H, T, sx_b, sx_t, sx_h,
+                   cos.stride(0), cos.stride(1) * c_step, sin.stride(0), sin.stride(1) * s_step),
+                  (), (D, block_d, block_r, x_flat), 4)
     return out
 
 
@@ -164,10 +164,10 @@ def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
         return out
     block_half = triton.next_power_of_2(half_dim)
     block_r = _block_rows(n_rows, 2 * block_half)
-    grid = (triton.cdiv(n_rows, block_r),)
-    _rope_split_kernel[grid](
-        x, cos, sin, out, n_rows, num_heads, seq_len,
-        *cos.stride(), *sin.stride(),
-        HALF=half_dim, BLOCK_HALF=block_half, BLOCK_R=block_r, num_warps=4,
-    )
+    _launch_split((triton.cdiv(n_rows, block_r), 1, 1), (x, cos, sin, out),
+                  (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (), (half_dim, block_half, block_r), 4)
     return out
+
+
+_launch_pairs = LaunchCache(_rope_pairs_kernel)
+_launch_split = LaunchCache(_rope_split_kernel)
