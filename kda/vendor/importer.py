@@ -10,11 +10,13 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Callable
 
 from kda.errors import KdaError
+from kda.paths import cache_dir
 
 SHIM_DIR = Path(__file__).resolve().parent / "shims"
 SHIMS = {
@@ -80,9 +82,26 @@ def install_finder(top: str, root: Path, wheel_paths: list[str], shims: list[str
     return finder
 
 
+NATIVE_SOURCES = (".cuh", ".cu", ".h", ".hpp", ".cpp", ".cc", ".inl")
+
+
+def jit_cache_env(wheel_paths) -> str | None:
+    """Where upstream JIT builds (tvm-ffi, via `sglang/jit_kernel/utils.py`) put their shared objects.
+
+    Their default is the user's home (~/.cache/tvm-ffi), outside the working tree: a carried tree would rebuild on
+    every machine and an old build could outlive its sources there. Tasks that vendor native sources build into the
+    ignored `.kda-cache/tvm-ffi` instead, unless TVM_FFI_CACHE_DIR was set on purpose. Upstream keys each build
+    by a hash of its sources, the GPU arch and the tvm-ffi version, so a stale build is never reused."""
+    if not any(p.endswith(NATIVE_SOURCES) for p in wheel_paths):
+        return None
+    os.environ.setdefault("TVM_FFI_CACHE_DIR", str(cache_dir() / "tvm-ffi"))
+    return os.environ["TVM_FFI_CACHE_DIR"]
+
+
 def load_entry_points(cfg, info) -> dict[str, Callable]:
     """Import each `module:function` entry point of the task from the vendored files."""
     top = cfg["upstream"]["package"]
+    jit_cache_env(info.files)
     install_finder(top, info.root, list(info.files), cfg["upstream"]["shims"])
     out = {}
     for entry in cfg["task"]["entry_points"]:
