@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
-# A/A noise floor and benchmark of several tasks in one GPU session; the results files come back as one tar.
-# Usage (GPU machine, repository root): KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only] TASK...
+# One GPU session over several tasks: A/A noise floor, benchmark, Nsight Compute comparisons of named rows. What
+# the project keeps (results files, ledgers, profile summaries) comes back as results.tar, the logs as logs.tar.
+# Usage (GPU machine, repository root):
+#   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only] TASK[=ROW,ROW...] ...
+# Rows after '=' are profiled with `kda profile --compare` after the benchmark.
 set -uo pipefail
-aa_only=0
-if [ "${1:-}" = "--aa-only" ]; then aa_only=1; shift; fi
+mode=all
+case "${1:-}" in --aa-only) mode=aa; shift ;; --bench-only) mode=bench; shift ;; esac
 out=${OUT:-/tmp/kda-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-for task in "$@"; do
-  python3 -m kda bench "$task" --aa > "$out/$task-aa.log" 2>&1
-  echo "$task A/A: rc=$? $(grep -E 'rows passed|device_us: geomean' "$out/$task-aa.log" | tr '\n' ' ')"
-  if [ "$aa_only" = 0 ]; then
+gpu=$(python3 -c "import torch; from kda.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
+keep=()
+for spec in "$@"; do
+  task=${spec%%=*}; rows=""; [ "$spec" != "$task" ] && rows=${spec#*=}
+  dir=$(python3 -c "from kda.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")
+  keep+=("$dir/results" "$dir/docs/ledger.jsonl")
+  if [ "$mode" != bench ]; then
+    python3 -m kda bench "$task" --aa > "$out/$task-aa.log" 2>&1
+    echo "$task A/A: rc=$? $(grep -E 'rows passed|device_us: geomean' "$out/$task-aa.log" | tr '\n' ' ')"
+  fi
+  if [ "$mode" != aa ]; then
     python3 -m kda bench "$task" > "$out/$task-bench.log" 2>&1
     echo "$task bench: rc=$? $(grep -E 'rows passed|geomean over baseline' "$out/$task-bench.log" | tr '\n' ' ')"
+    for row in ${rows//,/ }; do
+      python3 -m kda profile "$task" --row "$row" --compare --save-csv "$dir/docs/profile/$gpu/csv" \
+        > "$out/$task-profile-$row.log" 2>&1
+      echo "$task profile $row: rc=$?"; tail -6 "$out/$task-profile-$row.log"
+      keep+=("$dir/docs/profile")
+    done
   fi
 done
-dirs=()
-for task in "$@"; do
-  d=$(python3 -c "from kda.paths import resolve_task; import sys; print(resolve_task(sys.argv[1]).relative_to(__import__('kda.paths').paths.repo_root()))" "$task")
-  dirs+=("$d/results" "$d/docs/ledger.jsonl")
-done
-tar -cf "$out/results.tar" "${dirs[@]}" 2>/dev/null
+tar -cf "$out/results.tar" "${keep[@]}" 2>/dev/null
 tar -cf "$out/logs.tar" -C "$out" $(cd "$out" && ls *.log) 2>/dev/null
