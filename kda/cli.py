@@ -270,6 +270,19 @@ def cmd_shapes(args) -> int:
     from kda.paths import repo_root
     from kda.shapes.ingest import DEFAULT_CATALOG, ingest
 
+    if args.action is None:
+        from kda.shapes.catalog import load_catalog
+        from kda.shapes.generate import sync
+
+        models = load_catalog()  # a broken catalog fails here, naming file, key and row
+        messages, problems = sync(_all_tasks(), check=args.check)
+        print(f"shape catalog: {len(models)} model file(s), {sum(len(m.rows) for m in models)} row(s)")
+        print("\n".join(messages))
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
+            print("kda shapes: committed workloads.json out of date; run `kda shapes` to regenerate", file=sys.stderr)
+            return 1
+        return 0
     catalog = Path(args.catalog) if args.catalog else repo_root() / DEFAULT_CATALOG
     summary, total = ingest([Path(p) for p in args.logs], catalog)
     print(summary.text(catalog, total))
@@ -373,8 +386,11 @@ def build_parser() -> argparse.ArgumentParser:
     q = csub.add_parser("clean", help="remove worktrees and branches of merged or ended runs (dry run without --yes)")
     q.add_argument("--yes", action="store_true", help="do it")
     q.set_defaults(fn=cmd_campaign)
-    p = sub.add_parser("shapes", help="captured call signatures: `ingest` merges recorder logs into the catalog")
-    ssub = p.add_subparsers(dest="action", required=True)
+    p = sub.add_parser("shapes", help="the shape catalog: regenerate every task's workloads.json from it (--check: "
+                       "fail on drift); `ingest` merges recorder logs into it")
+    p.add_argument("--check", action="store_true", help="compare instead of writing; fail naming the task and row")
+    p.set_defaults(fn=cmd_shapes, action=None)
+    ssub = p.add_subparsers(dest="action", required=False)
     q = ssub.add_parser("ingest", help="validate recorder logs and merge them into diffusion/shapes/captured.jsonl")
     q.add_argument("logs", nargs="+", metavar="LOG")
     q.add_argument("--catalog", help="catalog file (default: diffusion/shapes/captured.jsonl in the repository)")

@@ -1,6 +1,7 @@
 """Writes workloads.json for group_norm_silu. Run: python bench/make_workloads.py [--check].
 
-Production rows: the GroupNorm+SiLU calls of the HunyuanVideo VAE decoder (../shared anchors: fp16 [1, C, T, H, W],
+Production rows come from the shape catalog (diffusion/shapes/hunyuanvideo-vae.toml, which holds the derivation
+below as data): the GroupNorm+SiLU calls of the HunyuanVideo VAE decoder (../shared anchors: fp16 [1, C, T, H, W],
 C in {128, 256, 512}, G 32, eps 1e-6, T in {2, 3, 5, 9, 17}, spatial 12x10 .. 256x256, 48 unique shapes, each
 seen contiguous and channels_last_3d). The KDA-Pilot capture list itself is not available here, so the 48 shapes
 are derived from the decoder and sglang's tiled decode (sglang 0.5.15, models/vaes/hunyuanvae.py, vaes/common.py,
@@ -33,6 +34,7 @@ import math
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -63,40 +65,14 @@ def row(rid, model, source, x, c, groups, eps, seed, function="apply_group_norm_
             "scalars": {"num_groups": groups, "eps": eps}, "seed": seed, "cpu": cpu}
 
 
-# -- production: HunyuanVideo VAE decoder under tiled decode ---------------------------------------------------
-STAGES = (  # (name, C, which T, spatial scale)
-    ("mid_up0_resnets", 512, "T0", 1),
-    ("up1_resnets", 512, "T0", 2),
-    ("up2_resnet0_norm1", 512, "T1", 4),
-    ("up2_norms", 256, "T1", 4),
-    ("up3_resnet0_norm1", 256, "T2", 8),
-    ("up3_norms_conv_norm_out", 128, "T2", 8),
-)
-TILE_T0 = (5, 2)            # latent frames of tiled_decode's temporal tiles for 17 latent frames: min(5, 17 - 3i)
-TILE_HW = ((32, 32), (32, 10), (12, 32), (12, 10))  # latent tiles of 60 x 106: 32 or 60-48 by 32 or 106-96
-
+# -- production: HunyuanVideo VAE decoder under tiled decode (rows and their derivation: diffusion/shapes/) ------
 rows = []
-seen = set()
-seed = 1000
-for t0 in TILE_T0:
-    tt = {"T0": t0, "T1": 1 + 2 * (t0 - 1), "T2": 1 + 4 * (t0 - 1)}
-    for h, w in TILE_HW:
-        for stage, c, which, scale in STAGES:
-            shape = (1, c, tt[which], h * scale, w * scale)
-            assert shape not in seen
-            seen.add(shape)
-            for layout in ("contig", "cl3d"):
-                seed += 1
-                src = (f"derived: HunyuanVideo VAE decoder {stage} on a tiled_decode tile of 65x480x848 video "
-                       f"(latent 17x60x106 -> tile T0={t0}, latent {h}x{w}); {which}="
-                       + {"T0": f"{t0}", "T1": f"1+2*(T0-1)={tt['T1']}", "T2": f"1+4*(T0-1)={tt['T2']}"}[which]
-                       + f", spatial {scale}x ({h * scale}x{w * scale}), C {c}, G 32, eps 1e-6; "
-                       + ("contiguous" if layout == "contig" else "channels_last_3d strides")
-                       + " (anchors: both layouts captured)")
-                x = t(shape, stride=channels_last(shape) if layout == "cl3d" else None)
-                rid = f"hyvae_c{c}_t{shape[2]}_{shape[3]}x{shape[4]}_{layout}"
-                rows.append(row(rid, "HunyuanVideo-VAE", src, x, c, 32, 1e-6, seed))
-assert len(seen) == 48 and {s[2] for s in seen} == {2, 3, 5, 9, 17} and max(seen, key=math.prod) == (1, 256, 17, 256, 256)
+for r in production_rows("group_norm_silu"):
+    shape = (1, r["C"], r["T"], r["H"], r["W"])
+    x = t(shape, r["dtype"], stride=channels_last(shape) if r["layout"] == "cl3d" else None)
+    rows.append(row(r.id, r.model, r.source, x, r["C"], r["G"], r["eps"], r.seed, function=r.function))
+shapes = {tuple(x["tensors"]["x"]["shape"]) for x in rows}
+assert len(shapes) == 48 and {s[2] for s in shapes} == {2, 3, 5, 9, 17} and max(shapes, key=math.prod) == (1, 256, 17, 256, 256)
 
 # -- regression ----------------------------------------------------------------------------------------------
 REG = "regression"
