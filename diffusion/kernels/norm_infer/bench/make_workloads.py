@@ -14,6 +14,7 @@ prompt.md); regression rows cover what upstream accepts that production does not
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -37,31 +38,18 @@ def op(rid, model, source, x, w, eps, seed, production=True, cpu=False):
             "seed": seed, "cpu": cpu}
 
 
-PILOT = "captured: KDA-Pilot live SGLang capture (norm_infer frozen rows, shared/research/kda-pilot.md)"
+# Production rows and their provenance: diffusion/shapes/ (helios.toml, hunyuanvideo.toml, z-image-turbo.toml).
+# Helios: self_attn_residual_norm = LayerNorm(5120, eps 1e-6, fp32 affine) on current_hidden_states.float().
+# HunyuanVideo QK norm: RMSNorm(128, eps 1e-6) on q/k [1, S, 24, 128] bf16 -> x.reshape(-1, 128), the weight built
+# under the DiT loader's bf16 default dtype. Z-Image: the Qwen3-4B text encoder's q_norm / k_norm.
 rows = []
-
-# Helios: blocks' self_attn_residual_norm = LayerNorm(5120, eps=config.eps=1e-6, elementwise_affine=True,
-# dtype=float32) (bias defaults to True), called on current_hidden_states.float(): fp32 x, fp32 weight and bias.
-rows.append(ni("helios_ln_m8640_n5120_fp32", "Helios", PILOT + "; fp32 affine and eps 1e-6 from helios.py",
-               t([8640, 5120], "float32"), t([5120], "float32"), t([5120], "float32"), 1e-6, False, 1001))
-rows.append(ni("helios_ln_m11040_n5120_fp32", "Helios",
-               "derived: Helios token count 11040 (anchors section 3) through the same fp32 LayerNorm "
-               "(the whole sequence when guidance_cross_attn is off)",
-               t([11040, 5120], "float32"), t([5120], "float32"), t([5120], "float32"), 1e-6, False, 1002))
-
-# HunyuanVideo QK norm: RMSNorm(128, eps=1e-6) on q/k [1, S, 24, 128] bf16 -> x.reshape(-1, 128); the weight is
-# built under the bf16 default dtype of the DiT loader. Rows = tokens * 24 heads: 27030 image tokens -> 648720,
-# 27085 (single-stream blocks, image + 55 text) -> 650040, 55 text tokens (double-stream txt_q/txt_k) -> 1320.
-HY = PILOT + "; rows = tokens x 24 heads, eps 1e-6 from hunyuanvideo.py"
-for s, seed in ((648720, 2001), (650040, 2002), (1320, 2003)):
-    rows.append(op(f"hunyuanvideo_qk_rms_s{s}_d128_bf16", "HunyuanVideo", HY, t([s, 128]), t([128]), 1e-6, seed))
-
-# Z-Image: the Qwen3-4B text encoder (32 q heads, 8 kv heads, head_dim 128, rms_norm_eps 1e-6, text padded to 512)
-# runs q_norm / k_norm through RMSNorm.forward_cuda -> one-pass: 512 x 32 = 16384 and 512 x 8 = 4096 rows.
-# The 4096 x 128 row is also the anchors' section-5 "one-pass RMS 4096 x 128" measurement.
-ZI = PILOT + "; Qwen3 text encoder q/k norm, 512 tokens x 32 (q) / 8 (k) heads, eps 1e-6 from configs"
-rows.append(op("zimage_te_q_rms_s16384_d128_bf16", "Z-Image-Turbo", ZI, t([16384, 128]), t([128]), 1e-6, 3001))
-rows.append(op("zimage_te_k_rms_s4096_d128_bf16", "Z-Image-Turbo", ZI, t([4096, 128]), t([128]), 1e-6, 3002))
+for r in production_rows("norm_infer", model_order=("Helios", "HunyuanVideo", "Z-Image-Turbo")):
+    if r["kind"] == "layer":
+        rows.append(ni(r.id, r.model, r.source, t([r["M"], r["N"]], r["dtype"]), t([r["N"]], r["affine_dtype"]),
+                       t([r["N"]], r["affine_dtype"]), r["eps"], False, r.seed))
+    else:
+        rows.append(op(r.id, r.model, r.source, t([r["S"], r["D"]], r["dtype"]), t([r["D"]], r["dtype"]), r["eps"],
+                       r.seed))
 
 REG = "regression"
 rows += [

@@ -19,6 +19,7 @@ Tensors are filled by the harness; cos/sin use dist "uniform" ([-1, 1), like rea
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -53,30 +54,16 @@ def ltx_cs(b, h, s, half, offset=0, heads_total=None):
 
 rows = []
 
-# ---- production: apply_rotary_embedding -------------------------------------------------------------------------
-T, H, D = 27030, 24, 128
-rows.append(rot_row(
-    "hunyuanvideo_t27030_h24_d128", "HunyuanVideo",
-    "captured: KDA-Pilot live SGLang capture (anchors section 3/5: rotary [1,27030,24,128] bf16, fp32 cos/sin "
-    "[27030,64]; 65 frames at 848x480 -> 27030 image tokens)",
-    t([1, T, H, D]), cs([T, D // 2]), cs([T, D // 2]), 1000, production=True, cpu=False))
-
-# ---- production: apply_ltx2_split_rotary_emb --------------------------------------------------------------------
-LTX_CAP = ("captured: KDA-Pilot live SGLang capture (anchors section 3: LTX-2 {what}); cos/sin layout derived: "
-           "LTX2AudioVideoRotaryPosEmbed.forward split -> reshape(B,S,H,D/2).swapaxes(1,2).to(bf16), "
-           "strides (S*H*D/2, D/2, H*D/2, 1)")
-for s in (1536, 6144, 24576):
-    for b in (1, 2):
-        rows.append(ltx_row(
-            f"ltx2_video_b{b}_s{s}_h32_d128", "LTX-2", LTX_CAP.format(what=f"video 32 x 128, S {s}, B {b}"),
-            t([b, s, 32 * 128]), ltx_cs(b, 32, s, 64), ltx_cs(b, 32, s, 64), 2000 + 10 * b + s,
-            production=True, cpu=False))
-for b in (1, 2):
-    rows.append(ltx_row(
-        f"ltx2_audio_b{b}_s126_h32_d64", "LTX-2",
-        LTX_CAP.format(what="audio 32 x 64, S 126") + f"; B {b} derived: the audio stream shares the video batch",
-        t([b, 126, 32 * 64]), ltx_cs(b, 32, 126, 32), ltx_cs(b, 32, 126, 32), 3000 + b,
-        production=True, cpu=False))
+# ---- production: both entry points, rows and provenance from diffusion/shapes/ (hunyuanvideo.toml, ltx-2.toml) ----
+for r in production_rows("rotary_embedding", model_order=("HunyuanVideo", "LTX-2")):
+    half = r["D"] // 2
+    if r.function == "apply_rotary_embedding":
+        rows.append(rot_row(r.id, r.model, r.source, t([1, r["T"], r["H"], r["D"]]), cs([r["T"], half]),
+                            cs([r["T"], half]), r.seed, interleaved=r["interleaved"], production=True, cpu=False))
+    else:
+        b, s = r["B"], r["S"]
+        rows.append(ltx_row(r.id, r.model, r.source, t([b, s, r["H"] * r["D"]]), ltx_cs(b, r["H"], s, half),
+                            ltx_cs(b, r["H"], s, half), r.seed, production=True, cpu=False))
 
 # ---- derived from the code, not in anchors (kept out of the gate as regression rows): LTX-2 audio-video cross-attention query side ----------------
 # cross_attn_rope(video_coords[:, 0:1]) with dim = audio_cross_attention_dim 2048, 32 heads: q [B, S_video, 2048],
