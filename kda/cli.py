@@ -289,6 +289,45 @@ def cmd_shapes(args) -> int:
     return 0
 
 
+def cmd_render(args) -> int:
+    from kda import render
+    from kda.paths import repo_root
+
+    out = render.render(repo_root(), args.tasks or None, check=args.check)
+    for path in out.written:
+        print(f"wrote {path}")
+    for path in out.unconverted:
+        print(f"note: {path} has no {render.SPEC_FILE}: none of its files are generated", file=sys.stderr)
+    if out.problems:
+        print("kda render" + (" --check" if args.check else "") + ":\n  " + "\n  ".join(out.problems), file=sys.stderr)
+        return 1
+    if args.check:
+        print("kda render --check: every generated file matches its template and spec")
+    return 0
+
+
+def cmd_new(args) -> int:
+    from kda import scaffold
+    from kda.paths import repo_root
+
+    root = repo_root()
+    if args.spec:
+        try:
+            text = Path(args.spec).read_text()
+        except OSError as e:
+            raise KdaError(f"{args.spec}: cannot read the spec: {e}") from None
+        where = args.spec
+    else:
+        text = scaffold.spec_from_flags(root, args.name, campaign=args.campaign, description=args.description,
+                                        language=args.language, candidate_language=args.candidate_language,
+                                        entries=args.entry, files=args.file, shims=args.shim,
+                                        candidate_entry=args.candidate_entry)
+        where = f"the spec built from the flags of `kda new {args.name}`"
+    for path in scaffold.new_task(root, args.name, text, where):
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kda", description="Evidence-first GPU kernel optimization campaigns.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -372,6 +411,26 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument(f"--{name}", default="")
     q.add_argument("--hook-timeout", type=int, default=7200)
     q.set_defaults(fn=cmd_launchers)
+
+    p = sub.add_parser("render", help="generate each task's config.toml, prompt.md, README.md, baseline/README.md from its "
+                       "task.toml and templates/, and the launchers (--check: fail on drift, writing nothing)")
+    p.add_argument("tasks", nargs="*", metavar="TASK", help="default: every task with a task.toml, and the launchers")
+    p.add_argument("--check", action="store_true", help="name each drifted file with a short diff; write nothing")
+    p.set_defaults(fn=cmd_render)
+
+    p = sub.add_parser("new", help="scaffold a task folder from a spec (or from flags): task.toml, generated files, "
+                       "skeletons of the hand-written parts, an empty ledger")
+    p.add_argument("name")
+    p.add_argument("--spec", help="a task.toml to start from (copied into the folder)")
+    p.add_argument("--campaign", default="diffusion", choices=("diffusion", "llm"))
+    p.add_argument("--entry", action="append", default=[], metavar="MODULE:FUNCTION", help="upstream entry point")
+    p.add_argument("--file", action="append", default=[], metavar="PATH=SHA256", help="upstream file and its sha256")
+    p.add_argument("--shim", action="append", default=[], metavar="MODULE", help="outside module served by a shim")
+    p.add_argument("--language", default="triton", choices=("triton", "cuda", "cutedsl"))
+    p.add_argument("--candidate-language", choices=("triton", "cuda", "cutedsl"))
+    p.add_argument("--candidate-entry", help="default: the first entry point's function")
+    p.add_argument("--description")
+    p.set_defaults(fn=cmd_new)
 
     p = sub.add_parser("promote", help="re-run every gate on REF in a clean worktree (GPU) and write docs/review/<commit>.md")
     p.add_argument("task")
