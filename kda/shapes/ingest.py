@@ -1,19 +1,23 @@
-"""Merge recorder logs into a catalog of captured call signatures (diffusion/shapes/captured.jsonl).
+"""Merge recorder logs into the shape catalog's captured signatures (diffusion/shapes/captured.toml).
 
-The catalog holds one JSON line per unique (function, tensors, scalars), sorted by function and then by the
-signature's JSON text, with provenance: the models that produced it, first/last time seen, and the log
-files (by name) it came from. Merging is a set union, so re-ingesting a log changes nothing.
+The file is TOML like the catalog's model files: one `[[captured]]` entry per unique (function, tensors,
+scalars), sorted by function and then by the signature's JSON text, with provenance: the models that produced it,
+first/last time seen, and the log files (by name) it came from. TOML has no null, so arguments passed as None
+are listed in `nulls` ("tensors.bias", "scalars.eps") and restored on reading. Merging is a set union, so
+re-ingesting a log changes nothing.
 """
 from __future__ import annotations
 
 import json
+import math
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kda.errors import KdaError
 from kda.schema import Field, ListOf, MapOf, positive, validate
 
-DEFAULT_CATALOG = "diffusion/shapes/captured.jsonl"
+DEFAULT_CATALOG = "diffusion/shapes/captured.toml"
 
 
 def _target(v: str) -> str | None:
@@ -102,7 +106,7 @@ def ingest(logs: list[Path], catalog: Path) -> tuple[Summary, int]:
     """Validate every log (all before writing anything), merge them into catalog; returns (summary, total)."""
     parsed = [(Path(p), read_jsonl(Path(p), LOG_LINE)) for p in logs]
     before_text = catalog.read_text() if catalog.is_file() else ""
-    entries = {signature(e): e for e in (read_jsonl(catalog, CATALOG_LINE) if before_text else [])}
+    entries = {signature(e): e for e in (read_captured(catalog) if before_text else [])}
     known_before = set(entries)
     summary = Summary()
     counted: set[str] = set()
@@ -124,9 +128,76 @@ def ingest(logs: list[Path], catalog: Path) -> tuple[Summary, int]:
             e["last_seen"] = max(e["last_seen"], line["time_utc"])
             _finish(e)
     ordered = sorted(entries.values(), key=lambda e: (e["function"], signature(e)))
-    text = "".join(json.dumps({k: e[k] for k in CATALOG_LINE}) + "\n" for e in ordered)
+    text = render_captured(ordered)
     if text != before_text:
         catalog.parent.mkdir(parents=True, exist_ok=True)
         catalog.write_text(text)
         summary.changed = True
     return summary, len(ordered)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# captured.toml
+
+
+HEADER = ("# Captured call signatures: written by `kda shapes ingest` (see README.md); do not edit by hand.\n"
+          "# Arguments passed as None are listed in `nulls` (TOML has no null).\n")
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")) if not math.isfinite(v) else repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + " }" if v else "{}"
+    raise KdaError(f"cannot write {v!r} to TOML")
+
+
+def render_captured(entries: list[dict]) -> str:
+    out = [HEADER]
+    for e in entries:
+        nulls = [f"{part}.{k}" for part in ("tensors", "scalars") for k, v in e[part].items() if v is None]
+        out.append("\n[[captured]]\n")
+        for key in CATALOG_LINE:
+            value = e[key]
+            if key in ("tensors", "scalars"):
+                value = {k: v for k, v in value.items() if v is not None}
+            out.append(f"{key} = {_toml_value(value)}\n")
+        out.append(f"nulls = {_toml_value(nulls)}\n")
+    return "".join(out)
+
+
+def read_captured(path: Path) -> list[dict]:
+    """Every [[captured]] entry validated (errors name the file and the entry); None restored from `nulls`."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise KdaError(f"{path}: cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise KdaError(f"{path}: not valid TOML: {e}") from None
+    unknown = sorted(set(raw) - {"captured"})
+    if unknown:
+        raise KdaError(f"{path}: unknown key {unknown[0]!r} (known keys here: captured)")
+    out = []
+    for i, item in enumerate(raw.get("captured", [])):
+        where = f"{path} captured[{i}]"
+        if not isinstance(item, dict):
+            raise KdaError(f"{where}: must be a table")
+        item = dict(item)
+        nulls = item.pop("nulls", [])
+        if not isinstance(nulls, list) or not all(isinstance(n, str) for n in nulls):
+            raise KdaError(f"{where}: key 'nulls' must be a list of strings")
+        for n in nulls:
+            part, _, name = n.partition(".")
+            if part not in ("tensors", "scalars") or not name or not isinstance(item.get(part), dict):
+                raise KdaError(f"{where}: key 'nulls': {n!r} must be 'tensors.NAME' or 'scalars.NAME'")
+            item[part] = {**item[part], name: None}
+        out.append(validate(item, CATALOG_LINE, where))
+    return out

@@ -13,7 +13,7 @@ import torch
 from kda import cli
 from kda.errors import KdaError
 from kda.shapes import recorder
-from kda.shapes.ingest import ingest
+from kda.shapes.ingest import ingest, read_captured
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -137,7 +137,7 @@ def log_line(shape, model, when, fn="m.k:f"):
 
 
 def test_ingest_merges_dedups_and_is_idempotent(tmp_path, capsys):
-    a, b, cat = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "out" / "captured.jsonl"
+    a, b, cat = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "out" / "captured.toml"
     a.write_text("\n".join([log_line((4, 8), "wan", "2025-01-02T00:00:00Z"),
                             log_line((2, 8), "wan", "2025-01-01T00:00:00Z"),
                             log_line((2, 8), "wan", "2025-01-03T00:00:00Z")]) + "\n")
@@ -149,7 +149,8 @@ def test_ingest_merges_dedups_and_is_idempotent(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "m.k:f: 0 new, 2 already known" in out and "m.k:g: 1 new, 0 already known" in out
     text = cat.read_text()
-    rows = [json.loads(x) for x in text.splitlines()]
+    rows = read_captured(cat)
+    assert text.count("[[captured]]") == 3 and 'nulls = ["tensors.b"]' in text  # TOML has no null
     assert [(r["function"], r["tensors"]["x"]["shape"]) for r in rows] == [("m.k:f", [2, 8]), ("m.k:f", [4, 8]),
                                                                            ("m.k:g", [1, 8])]
     assert rows[0] == {"function": "m.k:f", "tensors": {"x": t((2, 8), (8, 1)), "b": None}, "scalars": {"eps": 1e-6},
@@ -162,7 +163,7 @@ def test_ingest_merges_dedups_and_is_idempotent(tmp_path, capsys):
 
 
 def test_ingest_rejects_a_malformed_line_naming_file_line_and_key(tmp_path, capsys):
-    bad, cat = tmp_path / "bad.jsonl", tmp_path / "captured.jsonl"
+    bad, cat = tmp_path / "bad.jsonl", tmp_path / "captured.toml"
     broken = json.loads(log_line((2, 8), "wan", "2025-01-01T00:00:00Z"))
     broken["tensors"]["x"]["stride"] = "1,8"
     bad.write_text(log_line((4, 8), "wan", "2025-01-01T00:00:00Z") + "\n\n" + json.dumps(broken) + "\n")
