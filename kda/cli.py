@@ -450,9 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="compare instead of writing; fail naming the task and row")
     p.set_defaults(fn=cmd_shapes, action=None)
     ssub = p.add_subparsers(dest="action", required=False)
-    q = ssub.add_parser("ingest", help="validate recorder logs and merge them into diffusion/shapes/captured.jsonl")
+    q = ssub.add_parser("ingest", help="validate recorder logs and merge them into diffusion/shapes/captured.toml")
     q.add_argument("logs", nargs="+", metavar="LOG")
-    q.add_argument("--catalog", help="catalog file (default: diffusion/shapes/captured.jsonl in the repository)")
+    q.add_argument("--catalog", help="captured-signature file (default: diffusion/shapes/captured.toml in the repository)")
     q.set_defaults(fn=cmd_shapes)
     return ap
 
