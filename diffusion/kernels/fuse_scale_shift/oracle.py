@@ -2,6 +2,13 @@
 
 Broadcast forms accepted upstream: scalar (0-d or one element), [B, C], [B|1, L|1, C], and per-frame [B, F, 1, C]
 (frame f covers tokens f*L/F .. (f+1)*L/F - 1). The output has x's dtype; the oracle returns it in fp32.
+
+The select01 gate variants (row.function names them), over x [B, L, C] with per-token set t = (index[b, l] != 0):
+    plain:    n = LayerNorm(x)                       -> y, gate
+    residual: r = residual + residual_gate * x; n = LayerNorm(r)   -> y, residual_out = r, gate
+    y = n * (1 + scale_t[b]) + shift_t[b];  gate = gate_t[b] broadcast over the token
+LayerNorm over C with population variance, eps inside the root, optional weight/bias [C]; the residual form
+normalises r before any rounding. Every output has x's dtype.
 """
 import torch
 
@@ -19,7 +26,40 @@ def as_blc(t: torch.Tensor, B: int, L: int, C: int) -> torch.Tensor:
     raise ValueError(f"unsupported modulation rank {t.dim()}")
 
 
+def _layernorm(v, weight, bias, eps, wide):
+    mean = v.mean(dim=-1, keepdim=True)
+    vc = v - mean
+    var = (vc * vc).mean(dim=-1, keepdim=True)
+    n = vc / torch.sqrt(var + eps)
+    if weight is not None:
+        n = n * weight.to(wide)
+    if bias is not None:
+        n = n + bias.to(wide)
+    return n
+
+
+def select01(row, inputs):
+    x = inputs["x"]
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    v = x.to(wide)
+    out = {}
+    if row.function == "fuse_residual_layernorm_scale_shift_gate_select01_kernel":
+        v = inputs["residual"].to(wide) + inputs["residual_gate"].to(wide) * v
+        out["residual_out"] = v
+    pick = (inputs["index"] != 0)[:, :, None]
+
+    def chosen(name):
+        return torch.where(pick, inputs[name + "1"].to(wide)[:, None, :], inputs[name + "0"].to(wide)[:, None, :])
+
+    n = _layernorm(v, inputs["weight"], inputs["bias"], float(row.scalars["eps"]), wide)
+    out["y"] = n * (1 + chosen("scale")) + chosen("shift")
+    out["gate"] = chosen("gate").expand(v.shape)
+    return out
+
+
 def reference(row, inputs):
+    if row.function != "fuse_scale_shift_kernel":
+        return select01(row, inputs)
     x, scale, shift = inputs["x"], inputs["scale"], inputs["shift"]
     wide = torch.float64 if x.dtype == torch.float64 else torch.float32
     B, L, C = x.shape

@@ -82,4 +82,122 @@ rows += [
         t([1, 96, 3072]), t([1, 1, 3072]), t([1, 96, 3072]), 0.0, 9011, production=False, cpu=True),
 ]
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# The select01 gate variants (LayerNorm + scale/shift + gate, picking per token between two modulation sets).
+# In sglang 0.5.15 only Qwen-Image-Edit-2511 (zero_cond_t) calls them, on the image stream of every block:
+# qwen_image.py concatenates the real timestep with a zero timestep, so img_mod's Linear yields [2B, 6C] bf16; its
+# halves feed norm1 (plain) and norm2 (residual); each half chunks into shift | scale | gate, rows [:B] are set 0
+# (the generated image) and rows [B:2B] set 1 (the condition images); build_modulate_index marks each token with
+# its set (int32 [B, L]). FP32LayerNorm without affine: weight and bias None, eps 1e-6.
+# Kept as data (one row of SELECT01_MODELS per model) so the shape catalog can take the table over.
+F_LN = "fuse_layernorm_scale_shift_gate_select01_kernel"
+F_RES = "fuse_residual_layernorm_scale_shift_gate_select01_kernel"
+MOD_NAMES = ("shift", "scale", "gate")
+
+SELECT01_MODELS = [
+    {"model": "Qwen-Image-Edit", "tag": "qwen_edit", "C": 3072, "B": 1, "L": 8424, "dtype": "bfloat16", "eps": 1e-6,
+     "source": "captured: KDA-Pilot live SGLang capture (Qwen-Image-Edit image stream, 8424 tokens); argument forms "
+               "derived from sglang 0.5.15 qwen_image.py: L = target + condition image, 2 x (864/16) x (1248/16) = "
+               "2 x 4212 (index 0 on the first 4212 tokens, 1 on the rest); B = 1 because the edit pipeline asserts "
+               "batch 1 and runs cond/uncond as separate forwards; shift/scale/gate are [1, C] views into img_mod's "
+               "[2, 6C] output (stride 6C, offsets as chunked; .contiguous() keeps [1, C] views); weight/bias None "
+               "(FP32LayerNorm, no affine); eps 1e-6"},
+]
+
+
+def modulation_views(C, B, half, dtype):
+    """The six [B, C] tensors one _modulate call passes, laid out as chunks of the [2B, 6C] Linear output.
+
+    B = 1 keeps the views (a [1, C] view is contiguous to PyTorch); larger B would be copied by forward_cuda's
+    .contiguous(), so those arrive dense."""
+    out = {}
+    for k, name in enumerate(MOD_NAMES):
+        for s in (0, 1):
+            if B == 1:
+                out[f"{name}{s}"] = t([1, C], dtype, [6 * C, 1], s * 6 * C + half * 3 * C + k * C)
+            else:
+                out[f"{name}{s}"] = t([B, C], dtype)
+    return out
+
+
+def sel_row(rid, model, source, function, x, mods, index, seed, weight=None, bias=None, residual=None,
+            residual_gate=None, eps=1e-6, production=False, cpu=False):
+    tensors = {"x": x}
+    if function == F_RES:
+        tensors.update({"residual": residual, "residual_gate": residual_gate})
+    tensors.update({"weight": weight, "bias": bias})
+    tensors.update({f"{n}{s}": mods[f"{n}{s}"] for s in (0, 1) for n in ("scale", "shift", "gate")})
+    tensors["index"] = index
+    return {"id": rid, "production": production, "model": model, "source": source, "function": function,
+            "tensors": tensors, "scalars": {"eps": eps}, "seed": seed, "cpu": cpu}
+
+
+def dense_mods(B, C, dtype="bfloat16", stride=None, dist="normal"):
+    return {f"{n}{s}": t([B, C], dtype, stride, dist=dist) for n in MOD_NAMES for s in (0, 1)}
+
+
+for m in SELECT01_MODELS:
+    B, L, C, dt = m["B"], m["L"], m["C"], m["dtype"]
+    x = t([B, L, C], dt)
+    index = t([B, L], "int32", dist="index01")
+    rows.append(sel_row(f"{m['tag']}_select01_ln_s{L}_c{C}", m["model"], m["source"], F_LN, x,
+                        modulation_views(C, B, 0, dt), index, 6000 + L, eps=m["eps"], production=True))
+    # norm2: x is the attention output, residual the block input, residual_gate norm1's gate_out ([B, L, C]).
+    rows.append(sel_row(f"{m['tag']}_select01_res_s{L}_c{C}", m["model"], m["source"], F_RES, x,
+                        modulation_views(C, B, 1, dt), index, 7000 + L, residual=x, residual_gate=x,
+                        eps=m["eps"], production=True))
+
+TEXT = ("regression: Qwen-Image-Edit text length {L}, production argument forms; 0.5.15 never calls select01 on "
+        "the text stream (txt_norm1/txt_norm2 are LayerNormScaleShift), kept as a small host-bound row")
+rows += [
+    sel_row("reg_sel_ln_s189_c3072_textlen", REG, TEXT.format(L=189), F_LN, t([1, 189, 3072]),
+            modulation_views(3072, 1, 0, "bfloat16"), t([1, 189], "int32", dist="index01"), 9101, cpu=True),
+    sel_row("reg_sel_res_s195_c3072_textlen", REG, TEXT.format(L=195), F_RES, t([1, 195, 3072]),
+            modulation_views(3072, 1, 1, "bfloat16"), t([1, 195], "int32", dist="index01"), 9102,
+            residual=t([1, 195, 3072]), residual_gate=t([1, 195, 3072]), cpu=True),
+    sel_row("reg_sel_ln_b2_s67_c384_affine_i64", REG,
+            "regression: batch 2 (dense [B, C] sets), fp32 weight and bias with bf16 x, int64 index",
+            F_LN, t([2, 67, 384]), dense_mods(2, 384), t([2, 67], "int64", dist="index01"), 9103,
+            weight=t([384], "float32"), bias=t([384], "float32"), cpu=True),
+    # No row passes a non-contiguous [B > 1, C] set or a non-contiguous index: upstream copies those with
+    # .contiguous() but hands the kernel the original tensor's strides, so it reads the wrong elements (past the
+    # copy's end for the [2B, 6C] chunk views). SGLang's forward_cuda makes them contiguous first, so production
+    # never gets there; tests/tasks/test_fuse_scale_shift.py checks the candidate on those forms instead.
+    sel_row("reg_sel_ln_fp16_b2_s33_c1025", REG, "regression: fp16, batch 2, C = 1024 + 1 (no 16-byte vectors)",
+            F_LN, t([2, 33, 1025], "float16"), dense_mods(2, 1025, "float16"), t([2, 33], "int32", dist="index01"),
+            9104, cpu=True),
+    sel_row("reg_sel_ln_fp32_b3_s31_c130_bcast", REG,
+            "regression: fp32, C = 128 + 2, stride-0 broadcast sets and index over the batch, bool index, "
+            "strided weight, no bias",
+            F_LN, t([3, 31, 130], "float32"), dense_mods(3, 130, "float32", [0, 1]), t([3, 31], "bool", [0, 1]), 9105,
+            weight=t([130], "float32", [2]), cpu=True),
+    sel_row("reg_sel_res_b2_s61_c256_fp32mod_offset", REG,
+            "regression: bf16 x with fp32 modulation (gate rounds to bf16 on the way out), bf16 affine, x at a "
+            "storage offset (not 16-byte aligned), uint8 index",
+            F_RES, t([2, 61, 256], offset=3), dense_mods(2, 256, "float32"), t([2, 61], "uint8", dist="index01"),
+            9106, weight=t([256]), bias=t([256]), residual=t([2, 61, 256]), residual_gate=t([2, 61, 256]), cpu=True),
+    sel_row("reg_sel_res_fp32_large_b1_s37_c512", REG,
+            "regression: fp32, x near 1e4, Cauchy-tailed residual, fp32 affine",
+            F_RES, t([1, 37, 512], "float32", dist="large"), dense_mods(1, 512, "float32"),
+            t([1, 37], "int32", dist="index01"), 9107, weight=t([512], "float32"), bias=t([512], "float32"),
+            residual=t([1, 37, 512], "float32", dist="heavy"), residual_gate=t([1, 37, 512], "float32"), cpu=True),
+    sel_row("reg_sel_ln_specials_s64_c512_fp32", REG,
+            "regression: NaN and +-Inf in x must land where the math puts them (a whole row for the norm)",
+            F_LN, t([1, 64, 512], "float32", dist="specials"), dense_mods(1, 512, "float32"),
+            t([1, 64], "int32", dist="index01"), 9108, cpu=True),
+    sel_row("reg_sel_res_specials_s48_c256_bf16", REG,
+            "regression: NaN and +-Inf in the residual (residual_out keeps them, the normed row follows the math)",
+            F_RES, t([1, 48, 256]), dense_mods(1, 256), t([1, 48], "int32", dist="index01"), 9109,
+            residual=t([1, 48, 256], dist="specials"), residual_gate=t([1, 48, 256]), cpu=True),
+    sel_row("reg_sel_ln_tiny_b1_s1_c1", REG, "regression: a single element (zero variance)",
+            F_LN, t([1, 1, 1], "float32"), dense_mods(1, 1, "float32"), t([1, 1], "int32", dist="index01"), 9110,
+            cpu=True),
+    sel_row("reg_sel_res_fp16_b1_s5_c4097", REG, "regression: fp16, C = 4096 + 1 (block size + 1)",
+            F_RES, t([1, 5, 4097], "float16"), dense_mods(1, 4097, "float16"), t([1, 5], "int32", dist="index01"),
+            9111, residual=t([1, 5, 4097], "float16"), residual_gate=t([1, 5, 4097], "float16"), cpu=True),
+    sel_row("reg_sel_ln_b1_s8_c32768_widest", REG, "regression: the widest row upstream accepts for bf16 (64 KB)",
+            F_LN, t([1, 8, 32768]), dense_mods(1, 32768), t([1, 8], "int32", dist="index01"), 9112, cpu=True),
+]
+
 write_or_check(OUT, rows, sys.argv)

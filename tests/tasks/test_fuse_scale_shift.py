@@ -1,0 +1,127 @@
+"""fuse_scale_shift task folder, the select01 gate variants: production rows in SGLang's argument forms, the oracle
+against PyTorch's own LayerNorm, and the candidate on argument forms no row can hold (the baseline mis-reads them).
+Checks every task shares: tests/test_task_folders.py; the CPU gate: tests/test_cpu_gate.py."""
+import os
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kda.task import Task
+
+TASK = Task.load("fuse_scale_shift")
+SEL_LN = "fuse_layernorm_scale_shift_gate_select01_kernel"
+SEL_RES = "fuse_residual_layernorm_scale_shift_gate_select01_kernel"
+
+
+def test_entry_points_and_production_rows_cover_all_three_functions():
+    fns = [e.split(":")[1] for e in TASK.cfg["task"]["entry_points"]]
+    assert fns == ["fuse_scale_shift_kernel", SEL_LN, SEL_RES]
+    prod = [r for r in TASK.rows if r.production]
+    assert {r.function for r in prod} == set(fns)
+    assert sum(r.function == "fuse_scale_shift_kernel" for r in prod) == 15  # the pilot's rows, untouched
+
+
+@pytest.mark.parametrize("function,half", [(SEL_LN, 0), (SEL_RES, 1)])
+def test_select01_production_rows_use_qwen_image_edit_argument_forms(function, half):
+    (row,) = [r for r in TASK.rows if r.production and r.function == function]
+    t = row.tensors
+    C = 3072
+    assert t["x"].shape == (1, 8424, C) and t["x"].dtype == "bfloat16"
+    assert t["weight"] is None and t["bias"] is None and row.scalars == {"eps": 1e-6}
+    assert t["index"].shape == (1, 8424) and t["index"].dtype == "int32" and t["index"].dist == "index01"
+    if function == SEL_RES:
+        assert t["residual"].shape == t["residual_gate"].shape == t["x"].shape
+    # Each set is a [1, C] chunk of img_mod's [2, 6C] output: shift | scale | gate, norm2 in the upper half.
+    for k, name in enumerate(("shift", "scale", "gate")):
+        for s in (0, 1):
+            spec = t[f"{name}{s}"]
+            assert spec.shape == (1, C) and spec.stride == (6 * C, 1) and spec.dtype == "bfloat16"
+            assert spec.storage_offset == s * 6 * C + half * 3 * C + k * C
+
+
+def _inputs(B, L, C, residual, affine, gen):
+    r = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+    inp = {"x": r(B, L, C), "weight": r(C) if affine else None, "bias": r(C) if affine else None,
+           "index": torch.randint(0, 3, (B, L), generator=gen, dtype=torch.int32)}  # 2 counts as set 1 too
+    inp.update({f"{n}{s}": r(B, C) for n in ("scale", "shift", "gate") for s in (0, 1)})
+    if residual:
+        inp.update({"residual": r(B, L, C), "residual_gate": r(B, L, C)})
+    return inp
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("affine", [False, True])
+def test_oracle_select01_matches_torch_layer_norm(residual, affine):
+    gen = torch.Generator().manual_seed(3)
+    inp = _inputs(2, 9, 40, residual, affine, gen)
+    row = SimpleNamespace(function=SEL_RES if residual else SEL_LN, scalars={"eps": 1e-6})
+    got = TASK.oracle.reference(row, inp)
+    v = inp["x"]
+    if residual:
+        v = inp["residual"] + inp["residual_gate"] * v
+        torch.testing.assert_close(got["residual_out"], v)
+    one = (inp["index"] != 0)[..., None]
+    pick = {n: torch.where(one, inp[n + "1"][:, None], inp[n + "0"][:, None]) for n in ("scale", "shift", "gate")}
+    n = F.layer_norm(v, (40,), inp["weight"], inp["bias"], eps=1e-6)
+    torch.testing.assert_close(got["y"], n * (1 + pick["scale"]) + pick["shift"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got["gate"], pick["gate"].expand_as(v))
+    assert bool((inp["index"] == 2).any())  # the nonzero-means-set-1 rule was exercised
+
+
+# The candidate under Triton's interpreter (a fresh process: the interpreter is chosen when kernels are defined) on
+# the forms upstream copies with .contiguous() but then indexes with the original strides: sets that are [2B, 6C]
+# chunk views at B = 2 and a transposed index. No workloads row can hold them (the baseline arm would read past
+# its copies); the candidate must still match the oracle and return the buffers it was given.
+_PROBE = textwrap.dedent("""
+    import sys, types, torch
+    from kda.task import Task
+    task = Task.load("fuse_scale_shift")
+    sol = task.load_solution()
+    g = torch.Generator().manual_seed(5)
+    B, L, C = 2, 7, 96
+    for residual in (False, True):
+        mod = torch.randn(2 * B, 6 * C, generator=g, dtype=torch.float32).to(torch.bfloat16)
+        half = mod[:, 3 * C:] if residual else mod[:, :3 * C]
+        shift, scale, gate = half.chunk(3, dim=-1)
+        sets = {"scale0": scale[:B], "shift0": shift[:B], "gate0": gate[:B],
+                "scale1": scale[B:], "shift1": shift[B:], "gate1": gate[B:]}
+        assert not any(t.is_contiguous() for t in sets.values())
+        index = torch.randint(0, 2, (L, B), generator=g, dtype=torch.int32).t()
+        assert not index.is_contiguous()
+        x = torch.randn(B, L, C, generator=g).to(torch.bfloat16)
+        inp = dict(x=x, weight=None, bias=None, index=index, **sets)
+        if residual:
+            inp["residual"] = torch.randn(B, L, C, generator=g).to(torch.bfloat16)
+            inp["residual_gate"] = torch.randn(B, L, C, generator=g).to(torch.bfloat16)
+            fn = sol.fuse_residual_layernorm_scale_shift_gate_select01_kernel
+            names = ("y", "residual_out", "gate")
+        else:
+            fn = sol.fuse_layernorm_scale_shift_gate_select01_kernel
+            names = ("y", "gate")
+        bufs = {k: torch.full_like(x, float("nan")) for k in names}
+        kw = {k: v for k, v in inp.items() if k != "x"}
+        extra = {"out": bufs["y"], "gate_out": bufs["gate"]}
+        if residual:
+            extra["residual_out"] = bufs["residual_out"]
+        ret = fn(x, **kw, eps=1e-6, **extra)
+        assert all(a is bufs[k] for a, k in zip(ret, names)), "returned something other than its buffers"
+        row = types.SimpleNamespace(function=fn.__name__, scalars={"eps": 1e-6})
+        ref = task.oracle.reference(row, inp)
+        for k in names:
+            err = (bufs[k].float() - ref[k].float()).abs()
+            tol = 2e-2 + 1e-2 * ref[k].float().abs()
+            assert bool((err <= tol).all()), (fn.__name__, k, float(err.max()))
+    print("ok")
+""")
+
+
+def test_candidate_select01_handles_non_contiguous_sets_and_index():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=TASK.path.parents[2])
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
