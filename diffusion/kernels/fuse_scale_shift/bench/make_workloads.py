@@ -1,12 +1,14 @@
 """Writes workloads.json for fuse_scale_shift. Run: python bench/make_workloads.py [--check].
 
-Production rows follow ../shared anchors (captured by KDA-Pilot from live SGLang runs, or derived from model
-configs: S = (1 + (frames-1)/4) * (H/16) * (W/16) for the video DiTs); regression rows cover the forms the
-upstream wrapper accepts that production does not exercise.
+Production rows come from the shape catalog (diffusion/shapes/, ../shared anchors section 3: captured by KDA-Pilot
+from live SGLang runs, or derived from model configs with the formulas the catalog evaluates, e.g.
+S = (1 + (frames-1)/4) * (H/16) * (W/16) for the video DiTs); regression rows cover the forms the upstream wrapper
+accepts that production does not exercise.
 """
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -22,33 +24,31 @@ def row(rid, model, source, x, scale, shift, c, seed, production=True, cpu=False
             "scalars": {"scale_constant": c}, "seed": seed, "cpu": cpu}
 
 
-CAP = "captured: KDA-Pilot live SGLang capture (fuse_scale_shift workloads)"
+# Production rows and their provenance come from the shape catalog (diffusion/shapes/: qwen-image, qwen-image-edit,
+# hunyuanvideo, wan2.2-*); each row's `variant` names the modulation layout:
+#   bcast11     [1,1,C] bf16 scale and shift (Qwen-Image / -Edit)
+#   full3d      per-token [1,S,C] bf16 scale and shift (Qwen-Image-Edit)
+#   bcast2d     [B,C] bf16 modulation (HunyuanVideo)
+#   chunk_fp32  per-token fp32 scale and shift, each a chunk of one [1, S, 2C] tensor (Wan2.2 TI2V-5B)
+#   fp32scale   output AdaLN: fp32 [1,1,C] scale, per-token bf16 shift (Wan2.2 A14B)
+#   select01    the gate variants, built further down
+MODEL_ORDER = ("Qwen-Image", "Qwen-Image-Edit", "HunyuanVideo", "Wan2.2-TI2V-5B", "Wan2.2-T2V-A14B", "Wan2.2-I2V-A14B")
+CATALOG = production_rows("fuse_scale_shift", model_order=MODEL_ORDER)
 rows = []
-# Qwen-Image text/image streams: [1,1,C] bf16 modulation, scale_constant 0 as captured.
-for s in (19, 47, 4096):
-    rows.append(row(f"qwen_image_s{s}_c3072_bcast11", "Qwen-Image", CAP, t([1, s, 3072]), t([1, 1, 3072]),
-                    t([1, 1, 3072]), 0.0, 1000 + s))
-for s in (189, 195, 8424):
-    rows.append(row(f"qwen_edit_s{s}_c3072_bcast11", "Qwen-Image-Edit", CAP, t([1, s, 3072]), t([1, 1, 3072]),
-                    t([1, 1, 3072]), 1.0, 2000 + s))
-rows.append(row("qwen_edit_s8424_c3072_full3d", "Qwen-Image-Edit", CAP, t([1, 8424, 3072]), t([1, 8424, 3072]),
-                t([1, 8424, 3072]), 1.0, 2999))
-# HunyuanVideo: 65 frames at 848x480 -> 27030 image tokens, +55 text; [B, C] modulation.
-for s in (55, 27030, 27085):
-    rows.append(row(f"hunyuanvideo_s{s}_c3072_bcast2d", "HunyuanVideo", CAP, t([1, s, 3072]), t([1, 3072]),
-                    t([1, 3072]), 1.0, 3000 + s))
-# Wan2.2 TI2V-5B: per-token fp32 modulation, each a chunk of one [1, L, 2C] tensor (non-contiguous).
-L, C = 18144, 3072
-rows.append(row("wan_ti2v_s18144_c3072_chunk_fp32", "Wan2.2-TI2V-5B", CAP, t([1, L, C]),
-                t([1, L, C], "float32", [L * 2 * C, 2 * C, 1], 0), t([1, L, C], "float32", [L * 2 * C, 2 * C, 1], C),
-                1.0, 4000))
-# Wan2.2 T2V / I2V A14B at 720p: 81 frames -> 75600 (T2V) / 74088 (I2V); half-length clips 37800 / 37044.
-# Output AdaLN: fp32 [1,1,C] scale, per-token bf16 shift, scale_constant 0.
-for model, s in (("Wan2.2-T2V-A14B", 37800), ("Wan2.2-T2V-A14B", 75600), ("Wan2.2-I2V-A14B", 37044), ("Wan2.2-I2V-A14B", 74088)):
-    tag = "t2v" if "T2V" in model else "i2v"
-    rows.append(row(f"wan_{tag}_s{s}_c5120_fp32scale", model,
-                    "derived: S = (1 + (81-1)/4) * (720/16) * (1280/16) (and the 41-frame / I2V variants); dtypes as anchors",
-                    t([1, s, 5120]), t([1, 1, 5120], "float32"), t([1, s, 5120]), 0.0, 5000 + s))
+for r in CATALOG:
+    S, C, v = r["S"], r["C"], r["variant"]
+    if v == "select01":
+        continue
+    x = t([1, S, C])
+    scale, shift = {
+        "bcast11": lambda: (t([1, 1, C]), t([1, 1, C])),
+        "full3d": lambda: (t([1, S, C]), t([1, S, C])),
+        "bcast2d": lambda: (t([1, C]), t([1, C])),
+        "chunk_fp32": lambda: (t([1, S, C], "float32", [S * 2 * C, 2 * C, 1], 0),
+                               t([1, S, C], "float32", [S * 2 * C, 2 * C, 1], C)),
+        "fp32scale": lambda: (t([1, 1, C], "float32"), t([1, S, C])),
+    }[v]()
+    rows.append(row(r.id, r.model, r.source, x, scale, shift, r["scale_constant"], r.seed))
 
 REG = "regression"
 rows += [
@@ -90,21 +90,10 @@ rows += [
 # halves feed norm1 (plain) and norm2 (residual); each half chunks into shift | scale | gate, rows [:B] are set 0
 # (the generated image) and rows [B:2B] set 1 (the condition images); build_modulate_index marks each token with
 # its set (int32 [B, L]). FP32LayerNorm without affine: weight and bias None, eps 1e-6.
-# Kept as data (one row of SELECT01_MODELS per model) so the shape catalog can take the table over.
+# The rows (ids, seeds, provenance) live in diffusion/shapes/qwen-image-edit.toml.
 F_LN = "fuse_layernorm_scale_shift_gate_select01_kernel"
 F_RES = "fuse_residual_layernorm_scale_shift_gate_select01_kernel"
 MOD_NAMES = ("shift", "scale", "gate")
-
-SELECT01_MODELS = [
-    {"model": "Qwen-Image-Edit", "tag": "qwen_edit", "C": 3072, "B": 1, "L": 8424, "dtype": "bfloat16", "eps": 1e-6,
-     "source": "captured: KDA-Pilot live SGLang capture (Qwen-Image-Edit image stream, 8424 tokens); argument forms "
-               "derived from sglang 0.5.15 qwen_image.py: L = target + condition image, 2 x (864/16) x (1248/16) = "
-               "2 x 4212 (index 0 on the first 4212 tokens, 1 on the rest); B = 1 because the edit pipeline asserts "
-               "batch 1 and runs cond/uncond as separate forwards; shift/scale/gate are [1, C] views into img_mod's "
-               "[2, 6C] output (stride 6C, offsets as chunked; .contiguous() keeps [1, C] views); weight/bias None "
-               "(FP32LayerNorm, no affine); eps 1e-6"},
-]
-
 
 def modulation_views(C, B, half, dtype):
     """The six [B, C] tensors one _modulate call passes, laid out as chunks of the [2B, 6C] Linear output.
@@ -137,16 +126,18 @@ def dense_mods(B, C, dtype="bfloat16", stride=None, dist="normal"):
     return {f"{n}{s}": t([B, C], dtype, stride, dist=dist) for n in MOD_NAMES for s in (0, 1)}
 
 
-for m in SELECT01_MODELS:
-    B, L, C, dt = m["B"], m["L"], m["C"], m["dtype"]
+for r in CATALOG:
+    if r["variant"] != "select01":
+        continue
+    B, L, C, dt = r["B"], r["S"], r["C"], r["dtype"]
     x = t([B, L, C], dt)
     index = t([B, L], "int32", dist="index01")
-    rows.append(sel_row(f"{m['tag']}_select01_ln_s{L}_c{C}", m["model"], m["source"], F_LN, x,
-                        modulation_views(C, B, 0, dt), index, 6000 + L, eps=m["eps"], production=True))
-    # norm2: x is the attention output, residual the block input, residual_gate norm1's gate_out ([B, L, C]).
-    rows.append(sel_row(f"{m['tag']}_select01_res_s{L}_c{C}", m["model"], m["source"], F_RES, x,
-                        modulation_views(C, B, 1, dt), index, 7000 + L, residual=x, residual_gate=x,
-                        eps=m["eps"], production=True))
+    if r.function == F_LN:
+        rows.append(sel_row(r.id, r.model, r.source, F_LN, x, modulation_views(C, B, 0, dt), index, r.seed,
+                            eps=r["eps"], production=True))
+    else:  # norm2: x is the attention output, residual the block input, residual_gate norm1's gate_out ([B, L, C]).
+        rows.append(sel_row(r.id, r.model, r.source, F_RES, x, modulation_views(C, B, 1, dt), index, r.seed,
+                            residual=x, residual_gate=x, eps=r["eps"], production=True))
 
 TEXT = ("regression: Qwen-Image-Edit text length {L}, production argument forms; 0.5.15 never calls select01 on "
         "the text stream (txt_norm1/txt_norm2 are LayerNormScaleShift), kept as a small host-bound row")
