@@ -82,12 +82,12 @@ def test_short_sha256(tmp_path):
 
 @pytest.mark.parametrize("entry", ["sglang.jit_kernel.scale_shift", "a:b:c", ":fn", "mod:"])
 def test_bad_entry_point(tmp_path, entry):
-    msg = load_err(write(tmp_path, sub(r"^entry_points = .*$", f'entry_points = ["{entry}"]')))
+    msg = load_err(write(tmp_path, sub(r"^entry_points = \[[^\]]*\]$", f'entry_points = ["{entry}"]')))
     assert "task.entry_points" in msg and "module.path:function" in msg and repr(entry) in msg
 
 
 def test_empty_entry_points(tmp_path):
-    msg = load_err(write(tmp_path, sub(r"^entry_points = .*$", "entry_points = []")))
+    msg = load_err(write(tmp_path, sub(r"^entry_points = \[[^\]]*\]$", "entry_points = []")))
     assert "task.entry_points" in msg and "at least one" in msg
 
 
