@@ -1,0 +1,157 @@
+"""Candidate v1 for cutedsl_norm_tanh_mul_add: one Triton kernel for both entry points.
+
+A program owns BLOCK_M whole token rows in registers (one row for D >= 2048, several for narrow rows so each thread
+still moves 16-byte vectors). It reads x once, takes fp32 statistics from the registers, writes
+y = norm(x) * tanh(scale) + shift and, for the _norm_scale form, normalises y again from the same registers and
+writes y2 = norm(y) * (1 + scale2): x is read once and each output written once. The second norm works on the fp32 y,
+not on y rounded to x's dtype as upstream does.
+
+tanh comes from exp of a non-positive argument, t = exp(-2|z|), tanh(z) = sign(z) (1 - t) / (1 + t): it neither
+overflows nor needs a libdevice call (the CPU interpreter has none). scale, shift and scale2 are [1|B, 1|S, D];
+their broadcast dimensions become zero strides on the host, so nothing is expanded or copied. The host path reads
+shapes and strides only and launches the cached compiled kernel (kda.lean_launch).
+"""
+import torch
+import triton
+import triton.language as tl
+
+from kda.lean_launch import LaunchCache
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def _norm_rows(v, w_ptr, b_ptr, cols, mask, cmask, D, eps, IS_LN: tl.constexpr, HAS_W: tl.constexpr,
+               HAS_B: tl.constexpr):
+    if IS_LN:
+        mean = tl.sum(v, axis=1) / D
+        v = tl.where(mask, v - mean[:, None], 0.0)
+    rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(tl.sum(v * v, axis=1) / D + eps))
+    n = v * rstd[:, None]
+    if HAS_W:
+        n = n * tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    if HAS_B:
+        n = n + tl.load(b_ptr + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    return n
+
+
+@triton.jit
+def _ntma_kernel(
+    y_ptr, y2_ptr, x_ptr, w_ptr, b_ptr, sc_ptr, sh_ptr, w2_ptr, b2_ptr, sc2_ptr,
+    M, S, D,
+    sxb, sxs, syb, sys_, s2b, s2s, scb, scs, shb, shs, c2b, c2s,
+    eps,
+    IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, NORM2: tl.constexpr, HAS_W2: tl.constexpr,
+    HAS_B2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_D)
+    rmask = rows < M
+    cmask = cols < D
+    mask = rmask[:, None] & cmask[None, :]
+    bi = rows // S
+    si = rows % S
+    x = tl.load(x_ptr + (bi * sxb + si * sxs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    n = _norm_rows(x, w_ptr, b_ptr, cols, mask, cmask, D, eps, IS_LN, HAS_W, HAS_B)
+    z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    t = tl.exp(-2.0 * tl.abs(z))
+    th = (1.0 - t) / (1.0 + t)
+    th = tl.where(z < 0, -th, th)
+    sh = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    y = n * th + sh
+    tl.store(y_ptr + (bi * syb + si * sys_)[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    if NORM2:
+        y = tl.where(mask, y, 0.0)
+        n2 = _norm_rows(y, w2_ptr, b2_ptr, cols, mask, cmask, D, eps, IS_LN, HAS_W2, HAS_B2)
+        c2 = tl.load(sc2_ptr + (bi * c2b + si * c2s)[:, None] + cols[None, :], mask=mask, other=0.0)
+        y2 = n2 * (1.0 + c2.to(tl.float32))
+        tl.store(y2_ptr + (bi * s2b + si * s2s)[:, None] + cols[None, :], y2.to(y2_ptr.dtype.element_ty), mask=mask)
+
+
+_launch = LaunchCache(_ntma_kernel)
+
+
+def _check_float(t, what):
+    if t.dtype not in _DTYPES:
+        raise ValueError(f"{what}: unsupported dtype {t.dtype}")
+    if t.stride(-1) != 1:
+        raise ValueError(f"{what}: not contiguous on dim D")
+
+
+def _bsd(t, B, S, D, what):
+    """(batch stride, token stride) of a [1|B, 1|S, D] tensor, zero along its broadcast dimensions."""
+    _check_float(t, what)
+    shape = t.shape
+    if len(shape) != 3 or shape[0] not in (1, B) or shape[1] not in (1, S) or shape[2] != D:
+        raise ValueError(f"{what}: unsupported 3d-tensor: {tuple(shape)}")
+    return (t.stride(0) if shape[0] > 1 else 0), (t.stride(1) if shape[1] > 1 else 0)
+
+
+def _vector(t, D, what):
+    if t is not None:
+        _check_float(t, what)
+        if tuple(t.shape) != (D,):
+            raise ValueError(f"{what}: unsupported tensor shape {tuple(t.shape)}")
+    return t
+
+
+def _affine(weight, bias, is_ln):
+    """Upstream's LayerNorm applies its affine only when both weight and bias are given; its RMS path has no bias."""
+    if is_ln:
+        both = weight is not None and bias is not None
+        return both, both
+    return weight is not None, False
+
+
+def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, out, out2, norm2):
+    if norm_type not in ("layer", "rms"):
+        raise ValueError('norm_type must be one of "layer" and "rms"')
+    if x.dim() != 3:
+        raise ValueError(f"x: unsupported 3d-tensor: {tuple(x.shape)}")
+    B, S, D = x.shape
+    _check_float(x, "x")
+    if D % 256 != 0 or D > 8192:
+        raise ValueError(f"D={D} not supported, must be multiple of 256 and <= 8192")
+    weight, bias = _vector(weight, D, "weight"), _vector(bias, D, "bias")
+    sc, sh = _bsd(scale, B, S, D, "scale"), _bsd(shift, B, S, D, "shift")
+    is_ln = norm_type == "layer"
+    has_w, has_b = _affine(weight, bias, is_ln)
+    if out is None:
+        out = torch.empty_like(x)
+    if norm2:
+        weight2, bias2 = _vector(weight2, D, "weight2"), _vector(bias2, D, "bias2")
+        c2 = _bsd(scale2, B, S, D, "scale2")
+        has_w2, has_b2 = _affine(weight2, bias2, is_ln)
+        if out2 is None:
+            out2 = torch.empty_like(x)
+        o2 = out2
+    else:
+        c2, has_w2, has_b2, o2 = (0, 0), False, False, out
+    M = B * S
+    if M == 0:
+        return out, out2
+    block_d = triton.next_power_of_2(D)
+    block_m = max(1, 2048 // block_d)
+    num_warps = max(4, min(16, block_m * block_d // 512))
+    _launch(
+        (triton.cdiv(M, block_m), 1, 1),
+        (out, o2, x, weight if has_w else x, bias if has_b else x, scale, shift,
+         weight2 if has_w2 else x, bias2 if has_b2 else x, scale2 if norm2 else x),
+        (M, S, D, x.stride(0), x.stride(1), out.stride(0), out.stride(1), o2.stride(0), o2.stride(1),
+         sc[0], sc[1], sh[0], sh[1], c2[0], c2[1]),
+        (float(eps),),
+        (is_ln, has_w, has_b, norm2, has_w2, has_b2, block_m, block_d),
+        num_warps,
+    )
+    return out, out2
+
+
+def fused_norm_tanh_mul_add(x, weight, bias, scale, shift, norm_type, eps=1e-5, *, out=None):
+    """norm(x) * tanh(scale) + shift; upstream's signature plus `out=`."""
+    return _run(x, weight, bias, scale, shift, None, None, None, norm_type, eps, out, None, False)[0]
+
+
+def fused_norm_tanh_mul_add_norm_scale(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps=1e-5, *,
+                                       out=None, out2=None):
+    """y = norm(x) * tanh(scale) + shift, y2 = norm(y; weight2, bias2) * (1 + scale2); returns (y, y2)."""
+    return _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, out, out2, True)
