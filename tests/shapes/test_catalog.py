@@ -23,10 +23,10 @@ ROW_FACTS = [
       for task, p in (("fuse_scale_shift", "C"), ("cutedsl_norm_scale_shift", "D"))],
     *[("Wan2.2-I2V-A14B", task, {"S": s, p: 5120}) for s in (37044, 74088)
       for task, p in (("fuse_scale_shift", "C"), ("cutedsl_norm_scale_shift", "D"))],
-    ("Wan2.2-T2V-A14B", "cutedsl_norm_scale_shift", {"S": 37800, "norm": "layer", "modulation": "1,1,C",
-                                                     "modulation_dtype": "float32"}),
+    ("Wan2.2-T2V-A14B", "cutedsl_norm_scale_shift", {"S": 37800, "norm": "layer", "mod": "1,1,D",
+                                                     "mod_dtype": "float32", "affine": "none"}),
     ("Wan2.2-TI2V-5B", "fuse_scale_shift", {"S": 18144, "C": 3072, "variant": "chunk_fp32"}),
-    ("Wan2.2-TI2V-5B", "cutedsl_norm_scale_shift", {"S": 18144, "D": 3072, "modulation_dtype": "float32"}),
+    ("Wan2.2-TI2V-5B", "cutedsl_norm_scale_shift", {"S": 18144, "D": 3072, "mod": "1,S,D", "mod_dtype": "float32"}),
     *[("HunyuanVideo", "fuse_scale_shift", {"S": s, "C": 3072}) for s in (27030, 27085)],
     *[("HunyuanVideo", "norm_infer", {"S": s, "D": 128}) for s in (648720, 650040)],
     ("HunyuanVideo", "rotary_embedding", {"T": 27030, "H": 24, "D": 128}),

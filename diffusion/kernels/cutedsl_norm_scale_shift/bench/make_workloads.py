@@ -10,13 +10,14 @@ Both layers pass `.contiguous()` tensors, so production rows declare what the en
 accept more (strided leading dims, every broadcast form, fp16/fp32): regression rows cover it.
 
 Upstream refuses D % 256 != 0 and D > 8192, and x must be [B, S, D] with stride(-1) == 1; every row respects that.
-Production shapes follow ../shared anchors (section 3) and the KDA-Pilot frozen rows it summarises
+Production rows come from the shape catalog (diffusion/shapes/); their shapes follow ../shared anchors (section 3) and the KDA-Pilot frozen rows it summarises
 (shared/research/kda-pilot.md: "cutedsl_norm_scale_shift: 39 signatures up to mova [1, 176400, 5120]"); dtypes,
 affine flags and eps come from the 0.5.15 model files named in each row's source.
 """
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -42,87 +43,39 @@ def srn(rid, model, source, residual, x, gate, weight, bias, scale, shift, norm,
             "scalars": {"norm_type": norm, "eps": eps}, "seed": seed, "cpu": cpu}
 
 
-PILOT = "captured: KDA-Pilot live SGLang capture (token counts in ../shared anchors section 3)"
+# --- Production rows come from the shape catalog (diffusion/shapes/: wan2.2-*, hunyuanvideo, qwen-image, helios,
+# mova-720p), in seed order. Each row names its form (plain / residual), the layout and dtype of scale and shift
+# (`mod`: "1,1,D", "1,S,D", "1,D" or "1"), the gate's (residual form; "none" is the int gate 1 the layer turns into
+# None) and the dtype of weight and bias ("none": affine off). Why each model passes what it passes:
+# - Wan2.2-T2V / I2V-A14B (wanvideo.py WanTransformerBlock, D 5120, eps 1e-6): temb is 3-D, so
+#   `(scale_shift_table + temb.float()).chunk(6, dim=1)` gives fp32 [1, 1, D] modulation. norm1 is
+#   LayerNormScaleShift (affine off); self_attn_residual_norm is ScaleResidualLayerNormScaleShift (fp32 affine) with
+#   gate_msa fp32 [1, 1, D] and the bf16 zeros((1,)) shift/scale placeholders (declared with random values: a stricter
+#   test of the [1] form); cross_attn_residual_norm (affine off) gets gate 1 -> None.
+# - Wan2.2-TI2V-5B (D 3072): temb is 4-D, so the modulation is per token, fp32 [1, S, D] (a strided chunk of
+#   [1, S, 6, D] that forward_cuda makes contiguous).
+# - HunyuanVideo (hunyuanvideo.py, D 3072, eps 1e-6, affine off): `mod(vec).chunk(6, dim=-1)`, bf16 [1, D].
+# - Qwen-Image (qwen_image.py, D 3072, eps 1e-6, affine off): `mod_params.chunk(3, -1)` then unsqueeze(1): bf16
+#   [1, 1, D]; 0.5.15's native CUDA path takes these on compute capability >= 10, an H100/H200 runs CuTe DSL.
+# - Helios (helios.py, D 5120): timestep_proj is permuted to [B, S, 6, D]: per-token fp32 modulation.
+# - MOVA-720p (mova_video_dit.py: video D 5120, audio D 1536): modulation assumed as Wan's fp32 [1, 1, D].
+def mod_tensor(form, dtype, S, D):
+    if form == "none":
+        return None
+    return t([S if p == "S" else D if p == "D" else int(p) for p in form.split(",")], dtype)
+
+
 rows = []
-
-# --- Wan2.2-T2V / I2V-A14B (wanvideo.py WanTransformerBlock, D 5120, eps 1e-6). temb is 3-D, so
-# `(scale_shift_table + temb.float()).chunk(6, dim=1)` gives fp32 [1, 1, D] modulation.
-#   norm1 = LayerNormScaleShift(affine off): x bf16, fp32 scale/shift [1, 1, D]
-#   self_attn_residual_norm = ScaleResidualLayerNormScaleShift(affine on, fp32 weight/bias): gate_msa fp32 [1, 1, D],
-#     shift/scale are the bf16 zeros((1,)) placeholders (declared with random values: a stricter test of the [1] form)
-#   cross_attn_residual_norm (affine off): gate 1 -> None, fp32 [1, 1, D] scale/shift
-WAN = PILOT + "; dtypes and affine from wanvideo.py (fp32 [1,1,D] modulation, eps 1e-6)"
-for s, tag, seed in ((37800, "t2v", 1001), (75600, "t2v", 1002), (37044, "i2v", 1003), (74088, "i2v", 1004)):
-    rows.append(nss(f"wan_{tag}_norm1_s{s}_d5120", f"Wan2.2-{tag.upper()}-A14B", WAN, t([1, s, 5120]), None, None,
-                    t([1, 1, 5120], "float32"), t([1, 1, 5120], "float32"), "layer", 1e-6, seed))
-for s, tag, seed in ((37800, "t2v", 1011), (74088, "i2v", 1012)):
-    rows.append(srn(f"wan_{tag}_selfattn_res_s{s}_d5120", f"Wan2.2-{tag.upper()}-A14B",
-                    WAN + "; self_attn_residual_norm with the [1] null shift/scale",
-                    t([1, s, 5120]), t([1, s, 5120]), t([1, 1, 5120], "float32"), t([5120], "float32"),
-                    t([5120], "float32"), t([1]), t([1]), "layer", 1e-6, seed))
-rows.append(srn("wan_t2v_crossattn_res_s75600_d5120", "Wan2.2-T2V-A14B", WAN + "; cross_attn_residual_norm, gate 1",
-                t([1, 75600, 5120]), t([1, 75600, 5120]), None, None, None, t([1, 1, 5120], "float32"),
-                t([1, 1, 5120], "float32"), "layer", 1e-6, 1013))
-
-# --- Wan2.2-TI2V-5B (D 3072, 18144 tokens): temb is 4-D, so the modulation is per token, fp32 [1, S, D] (a strided
-# chunk of [1, S, 6, D] that forward_cuda makes contiguous).
-TI2V = PILOT + "; per-token fp32 modulation (temb.dim() == 4 in wanvideo.py), made contiguous by forward_cuda"
-rows.append(nss("wan_ti2v_norm1_s18144_d3072", "Wan2.2-TI2V-5B", TI2V, t([1, 18144, 3072]), None, None,
-                t([1, 18144, 3072], "float32"), t([1, 18144, 3072], "float32"), "layer", 1e-6, 1101))
-rows.append(srn("wan_ti2v_selfattn_res_s18144_d3072", "Wan2.2-TI2V-5B", TI2V + "; affine fp32, [1] null shift/scale",
-                t([1, 18144, 3072]), t([1, 18144, 3072]), t([1, 18144, 3072], "float32"), t([3072], "float32"),
-                t([3072], "float32"), t([1]), t([1]), "layer", 1e-6, 1102))
-rows.append(srn("wan_ti2v_crossattn_res_s18144_d3072", "Wan2.2-TI2V-5B", TI2V + "; gate 1, affine off",
-                t([1, 18144, 3072]), t([1, 18144, 3072]), None, None, None, t([1, 18144, 3072], "float32"),
-                t([1, 18144, 3072], "float32"), "layer", 1e-6, 1103))
-
-# --- HunyuanVideo (hunyuanvideo.py, D 3072, eps 1e-6, affine off): modulation is `mod(vec).chunk(6, dim=-1)`, bf16
-# [1, D] (2-D); 27030 image tokens in double-stream blocks, 27085 (image + 55 text) in single-stream blocks.
-HY = PILOT + "; bf16 [1, D] modulation chunks from hunyuanvideo.py"
-rows.append(nss("hunyuanvideo_img_norm_s27030_d3072", "HunyuanVideo", HY, t([1, 27030, 3072]), None, None,
-                t([1, 3072]), t([1, 3072]), "layer", 1e-6, 1201))
-rows.append(srn("hunyuanvideo_img_res_s27030_d3072", "HunyuanVideo", HY + "; img_attn_residual_mlp_norm",
-                t([1, 27030, 3072]), t([1, 27030, 3072]), t([1, 3072]), None, None, t([1, 3072]), t([1, 3072]),
-                "layer", 1e-6, 1202))
-rows.append(nss("hunyuanvideo_single_norm_s27085_d3072", "HunyuanVideo", HY + "; single-stream input_norm_scale_shift",
-                t([1, 27085, 3072]), None, None, t([1, 3072]), t([1, 3072]), "layer", 1e-6, 1203))
-rows.append(nss("hunyuanvideo_txt_norm_s55_d3072", "HunyuanVideo", HY + "; txt_attn_norm on 55 text tokens",
-                t([1, 55, 3072]), None, None, t([1, 3072]), t([1, 3072]), "layer", 1e-6, 1204))
-
-# --- Qwen-Image (qwen_image.py, D 3072, eps 1e-6, affine off): `mod_params.chunk(3, -1)` then unsqueeze(1): bf16
-# [1, 1, D] shift/scale/gate. These are the shapes 0.5.15's native CUDA path takes on compute capability >= 10; an
-# H100/H200 runs the CuTe DSL kernel for them.
-QW = PILOT + "; bf16 [1,1,D] modulation from qwen_image.py _modulate"
-rows.append(nss("qwen_image_img_norm1_s4096_d3072", "Qwen-Image", QW, t([1, 4096, 3072]), None, None,
-                t([1, 1, 3072]), t([1, 1, 3072]), "layer", 1e-6, 1301))
-rows.append(srn("qwen_image_img_norm2_res_s4096_d3072", "Qwen-Image", QW + "; img_norm2 (residual, gate_x)",
-                t([1, 4096, 3072]), t([1, 4096, 3072]), t([1, 1, 3072]), None, None, t([1, 1, 3072]),
-                t([1, 1, 3072]), "layer", 1e-6, 1302))
-for s, seed in ((19, 1303), (47, 1304)):
-    rows.append(nss(f"qwen_image_txt_norm1_s{s}_d3072", "Qwen-Image", QW + f"; txt_norm1 on {s} text tokens",
-                    t([1, s, 3072]), None, None, t([1, 1, 3072]), t([1, 1, 3072]), "layer", 1e-6, seed))
-rows.append(srn("qwen_image_txt_norm2_res_s47_d3072", "Qwen-Image", QW + "; txt_norm2 on 47 text tokens",
-                t([1, 47, 3072]), t([1, 47, 3072]), t([1, 1, 3072]), None, None, t([1, 1, 3072]), t([1, 1, 3072]),
-                "layer", 1e-6, 1305))
-
-# --- Helios (helios.py, D 5120, eps 1e-6, affine off): the transformer permutes timestep_proj to [B, S, 6, D], so
-# norm1 / norm3 get per-token fp32 modulation, made contiguous by forward_cuda.
-HE = PILOT + "; per-token fp32 modulation (timestep_proj [B, S, 6, D] in helios.py)"
-for s, seed in ((8640, 1401), (11040, 1402)):
-    rows.append(nss(f"helios_norm1_s{s}_d5120", "Helios", HE, t([1, s, 5120]), None, None,
-                    t([1, s, 5120], "float32"), t([1, s, 5120], "float32"), "layer", 1e-6, seed))
-
-# --- MOVA-720p (mova_video_dit.py: video D 5120, audio D 1536, eps 1e-6, affine off). The modulation dtype follows
-# t_mod; taken as the Wan-style fp32 [1, 1, D] chunk (3-D t_mod path). cross_attn_residual_norm passes gate 1.
-MO = PILOT + "; modulation dtype/shape assumed as Wan's fp32 [1,1,D] (3-D t_mod path of mova_video_dit.py)"
-for s, seed in ((44100, 1501), (176400, 1502)):
-    rows.append(nss(f"mova_video_norm1_s{s}_d5120", "MOVA-720p", MO, t([1, s, 5120]), None, None,
-                    t([1, 1, 5120], "float32"), t([1, 1, 5120], "float32"), "layer", 1e-6, seed))
-rows.append(nss("mova_audio_norm1_s101_d1536", "MOVA-720p", MO + "; audio tower", t([1, 101, 1536]), None, None,
-                t([1, 1, 1536], "float32"), t([1, 1, 1536], "float32"), "layer", 1e-6, 1503))
-rows.append(srn("mova_video_crossattn_res_s44100_d5120", "MOVA-720p", MO + "; cross_attn_residual_norm, gate 1",
-                t([1, 44100, 5120]), t([1, 44100, 5120]), None, None, None, t([1, 1, 5120], "float32"),
-                t([1, 1, 5120], "float32"), "layer", 1e-6, 1504))
+for r in sorted(production_rows("cutedsl_norm_scale_shift"), key=lambda r: r.seed):
+    S, D = r["S"], r["D"]
+    x = t([1, S, D])
+    w = None if r["affine"] == "none" else t([D], r["affine"])
+    mod = mod_tensor(r["mod"], r["mod_dtype"], S, D)
+    if r["form"] == "plain":
+        rows.append(nss(r.id, r.model, r.source, x, w, w, mod, mod, r["norm"], r["eps"], r.seed))
+    else:
+        gate = mod_tensor(r["gate"], r["gate_dtype"], S, D)
+        rows.append(srn(r.id, r.model, r.source, x, x, gate, w, w, mod, mod, r["norm"], r["eps"], r.seed))
 
 # --- Regressions: everything the entry points accept that production does not exercise.
 REG = "regression"
