@@ -54,7 +54,9 @@ def print_run(out: dict, console: Console) -> None:
         else:
             d = r.get("checks", {})
             errs = f"{_fmt(d.get('candidate', {}).get('worst_norm_err'), 3)} / {_fmt(d.get('baseline', {}).get('worst_norm_err'), 3)}"
-            t.add_row(name, status, errs, "; ".join(r["details"][:2] + r["notes"][:1] + [f"{k}: {v}" for k, v in r["arm_errors"].items()][:1]))
+            # The skipped-baseline note is the same on every row; the summary line below says it once.
+            notes = [n for n in r["notes"] if not n.startswith("baseline not run")]
+            t.add_row(name, status, errs, "; ".join(r["details"][:2] + notes[:1] + [f"{k}: {v}" for k, v in r["arm_errors"].items()][:1]))
     console.print(t)
     for r in rows:
         if r["status"] != "PASS":

@@ -255,6 +255,8 @@ class RowRunner:
         bench = mode == "bench"
         b = self.cfg["bench"]
         result = {"type": "row", "id": row.id, "arms": {}, "checks": [], "notes": [], "arm_errors": {}}
+        if self.baseline_skipped:
+            result["notes"].append(f"baseline not run: {self.baseline_skipped}")
         self.build(row)
         self.refill(0, 0)
         comparators = b["comparators"] if (bench and not self.args.aa and self.gpu) else []
