@@ -36,8 +36,8 @@ ROW_FACTS = [
     *[("FLUX.1-dev", "qknorm_rope", {"S": s, "Hq": 24, "D": 128}) for s in (512, 4096, 4608)],
     *[("FLUX.2-dev", "qknorm_rope", {"S": s, "Hq": 48, "D": 128}) for s in (512, 4096, 4608)],
     *[("Z-Image-Turbo", "qknorm_rope", {"S": s, "Hq": 30, "D": 128, "eps": 1e-5}) for s in (4096, 4128)],
-    *[("Z-Image-Turbo", "cutedsl_norm_tanh_mul_add", {"S": s, "D": 3840, "norm": "rms", "bias": False,
-                                                      "scale": "1,1,C", "shift": "1,S,C"}) for s in (4096, 4128)],
+    *[("Z-Image-Turbo", "cutedsl_norm_tanh_mul_add", {"S": s, "D": 3840, "norm": "rms", "bias": False, "form": f})
+      for s in (4096, 4128) for f in ("plain", "norm_scale")],
     *[("Z-Image-Turbo", "norm_infer", {"S": s, "D": 128}) for s in (4096, 16384)],
     *[("LTX-2", "rotary_embedding", {"S": s, "B": b, "H": 32, "D": 128}) for s in (1536, 6144, 24576) for b in (1, 2)],
     ("LTX-2", "rotary_embedding", {"S": 126, "H": 32, "D": 64}),

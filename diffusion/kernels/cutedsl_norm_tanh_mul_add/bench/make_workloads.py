@@ -17,6 +17,7 @@ noise refiner, 4128 = 4096 image + 32 caption tokens in the main layers; KDA-Pil
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -41,16 +42,20 @@ def tman(rid, model, source, x, weight, bias, scale, shift, weight2, bias2, scal
             "scalars": {"norm_type": norm, "eps": eps}, "seed": seed, "cpu": cpu}
 
 
-D = 3840
-ZI = ("captured: KDA-Pilot live SGLang capture (Z-Image-Turbo, token counts in ../shared anchors section 3); "
-      "arguments from zimage.py (bf16, RMS, eps 1e-5, adaLN chunks at their storage offsets)")
+D = 3840  # Z-Image width, also used by regression rows
+# Production rows come from the shape catalog (diffusion/shapes/z-image-turbo.toml). scale / scale2 are [1, 1, D]
+# adaLN chunks at storage offset chunk x D; shift is per token; bias None (RMSNorm).
 rows = []
-for s, seed in ((4096, 1001), (4128, 1002)):
-    rows.append(tman(f"zimage_attn_norm_scale_s{s}_d3840", "Z-Image-Turbo", ZI + "; attention half",
-                     t([1, s, D]), t([D]), None, t([1, 1, D], offset=D), t([1, s, D]), t([D]), None,
-                     t([1, 1, D], offset=2 * D), "rms", 1e-5, seed))
-    rows.append(tma(f"zimage_ffn_tanh_mul_add_s{s}_d3840", "Z-Image-Turbo", ZI + "; FFN half (apply_rmsnorm_tanh_mul_add)",
-                    t([1, s, D]), t([D]), None, t([1, 1, D], offset=3 * D), t([1, s, D]), "rms", 1e-5, seed + 10))
+for r in sorted(production_rows("cutedsl_norm_tanh_mul_add"), key=lambda r: (r["S"], r.seed)):
+    S, d, wd = r["S"], r["D"], r["weight"]
+    assert not r["bias"]
+    x, w = t([1, S, d]), t([d], wd)
+    scale = t([1, 1, d], offset=r["scale_chunk"] * d)
+    if r["form"] == "norm_scale":
+        rows.append(tman(r.id, r.model, r.source, x, w, None, scale, t([1, S, d]), t([d], wd), None,
+                         t([1, 1, d], offset=r["scale2_chunk"] * d), r["norm"], r["eps"], r.seed))
+    else:
+        rows.append(tma(r.id, r.model, r.source, x, w, None, scale, t([1, S, d]), r["norm"], r["eps"], r.seed))
 
 REG = "regression"
 rows += [
