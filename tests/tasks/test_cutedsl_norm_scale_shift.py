@@ -1,0 +1,82 @@
+"""cutedsl_norm_scale_shift task folder: both entry points among the production rows, the oracle against PyTorch's
+own norms for every modulation form, and the upstream affine quirks it keeps. Checks every task shares:
+tests/test_task_folders.py; the CPU gate (candidate against the oracle): tests/test_cpu_gate.py."""
+import torch
+import torch.nn.functional as F
+
+from kda.task import Task
+
+TASK = Task.load("cutedsl_norm_scale_shift")
+NSS, SRN = "fused_norm_scale_shift", "fused_scale_residual_norm_scale_shift"
+
+
+def _row(function, norm_type="layer"):
+    return next(r for r in TASK.rows if r.function == function and r.scalars["norm_type"] == norm_type)
+
+
+def test_both_functions_in_production_and_upstream_limits_respected():
+    prod = [r for r in TASK.rows if r.production]
+    assert {r.function for r in prod} == {NSS, SRN}
+    for r in TASK.rows:
+        B, S, D = r.tensors["x"].shape
+        assert D % 256 == 0 and D <= 8192, r.id
+    # the largest production row must fit twice (both arms' buffers) on an 80 GB GPU
+    assert max(TASK.adapter.bytes_moved(r) for r in prod) < 20e9
+
+
+def test_oracle_layer_norm_with_every_modulation_form():
+    g = torch.Generator().manual_seed(0)
+    B, S, D = 2, 6, 256
+    x = torch.randn(B, S, D, generator=g)
+    base = F.layer_norm(x, (D,), eps=1e-6)
+    forms = {
+        "scalar": torch.randn(1, generator=g),
+        "vec": torch.randn(D, generator=g),
+        "bd": torch.randn(B, D, generator=g),
+        "b1d": torch.randn(B, 1, D, generator=g),
+        "bsd": torch.randn(B, S, D, generator=g),
+        "frames": torch.randn(B, 3, 1, D, generator=g),
+    }
+    row = _row(NSS)
+    for name, scale in forms.items():
+        shift = torch.randn(1, 1, D, generator=g)
+        if name == "frames":  # token s reads frame s // (S / F): tokens 0-1 frame 0, 2-3 frame 1, 4-5 frame 2
+            full = scale[:, :, 0, :].repeat_interleave(2, dim=1)
+        else:
+            full = scale.reshape(B, 1, D) if name == "bd" else scale
+        want = base * (1 + full) + shift
+        got = TASK.oracle.reference(row, {"x": x, "weight": None, "bias": None, "scale": scale, "shift": shift})["y"]
+        torch.testing.assert_close(got, want.expand(B, S, D), atol=1e-5, rtol=1e-5, msg=name)
+
+
+def test_oracle_residual_form_returns_r_and_normalises_it():
+    g = torch.Generator().manual_seed(1)
+    B, S, D = 1, 5, 512
+    res, x, gate = torch.randn(B, S, D, generator=g), torch.randn(B, S, D, generator=g), torch.randn(1, 1, D, generator=g)
+    w, b = torch.randn(D, generator=g), torch.randn(D, generator=g)
+    sc, sh = torch.randn(1, 1, D, generator=g), torch.randn(1, 1, D, generator=g)
+    row = _row(SRN)
+    out = TASK.oracle.reference(row, {"residual": res, "x": x, "gate": gate, "weight": w, "bias": b,
+                                      "scale": sc, "shift": sh})
+    r = res + gate * x
+    torch.testing.assert_close(out["residual_out"], r)
+    eps = float(row.scalars["eps"])
+    torch.testing.assert_close(out["y"], F.layer_norm(r, (D,), w, b, eps) * (1 + sc) + sh, atol=1e-5, rtol=1e-5)
+    no_gate = TASK.oracle.reference(row, {"residual": res, "x": x, "gate": None, "weight": w, "bias": b,
+                                          "scale": sc, "shift": sh})
+    torch.testing.assert_close(no_gate["residual_out"], res + x)
+
+
+def test_oracle_keeps_upstreams_affine_rules():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(1, 4, 256, generator=g)
+    w, b = torch.randn(256, generator=g), torch.randn(256, generator=g)
+    zero = torch.zeros(1)
+    row = _row(NSS)
+    plain = TASK.oracle.reference(row, {"x": x, "weight": None, "bias": None, "scale": zero, "shift": zero})["y"]
+    lone_w = TASK.oracle.reference(row, {"x": x, "weight": w, "bias": None, "scale": zero, "shift": zero})["y"]
+    torch.testing.assert_close(lone_w, plain)  # a LayerNorm weight without a bias is ignored upstream
+    rms = _row(NSS, "rms")
+    with_b = TASK.oracle.reference(rms, {"x": x, "weight": w, "bias": b, "scale": zero, "shift": zero})["y"]
+    want = F.rms_norm(x, (256,), w, float(rms.scalars["eps"]))
+    torch.testing.assert_close(with_b, want, atol=1e-5, rtol=1e-5)  # the RMS path never adds a bias

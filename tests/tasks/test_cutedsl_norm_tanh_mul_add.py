@@ -1,0 +1,52 @@
+"""cutedsl_norm_tanh_mul_add task folder: both entry points among the production rows, the Z-Image call shapes, and
+the oracle against PyTorch's own RMS/LayerNorm. Checks every task shares: tests/test_task_folders.py; the CPU gate
+(candidate against the oracle): tests/test_cpu_gate.py."""
+import torch
+import torch.nn.functional as F
+
+from kda.task import Task
+
+TASK = Task.load("cutedsl_norm_tanh_mul_add")
+TMA, TMAN = "fused_norm_tanh_mul_add", "fused_norm_tanh_mul_add_norm_scale"
+
+
+def _row(function, norm_type="rms"):
+    return next(r for r in TASK.rows if r.function == function and r.scalars["norm_type"] == norm_type)
+
+
+def test_production_rows_are_the_zimage_calls():
+    prod = [r for r in TASK.rows if r.production]
+    assert {r.function for r in prod} == {TMA, TMAN}
+    for r in prod:
+        B, S, D = r.tensors["x"].shape
+        assert (B, D) == (1, 3840) and S in (4096, 4128)
+        assert r.scalars == {"norm_type": "rms", "eps": 1e-5} and r.tensors["bias"] is None
+        assert tuple(r.tensors["scale"].shape) == (1, 1, 3840) and tuple(r.tensors["shift"].shape) == (1, S, 3840)
+
+
+def test_oracle_matches_torch_for_both_forms():
+    g = torch.Generator().manual_seed(0)
+    B, S, D = 2, 3, 512
+    x, w, w2 = torch.randn(B, S, D, generator=g), torch.randn(D, generator=g), torch.randn(D, generator=g)
+    sc, sh, sc2 = torch.randn(1, 1, D, generator=g), torch.randn(B, S, D, generator=g), torch.randn(B, 1, D, generator=g)
+    row = _row(TMAN)
+    eps = float(row.scalars["eps"])
+    y = F.rms_norm(x, (D,), w, eps) * torch.tanh(sc) + sh
+    out = TASK.oracle.reference(row, {"x": x, "weight": w, "bias": None, "scale": sc, "shift": sh,
+                                      "weight2": w2, "bias2": None, "scale2": sc2})
+    torch.testing.assert_close(out["y"], y, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out["y2"], F.rms_norm(y, (D,), w2, eps) * (1 + sc2), atol=1e-5, rtol=1e-5)
+    one = TASK.oracle.reference(_row(TMA), {"x": x, "weight": w, "bias": None, "scale": sc, "shift": sh})
+    assert set(one) == {"y"}
+
+
+def test_oracle_layer_norm_affine_only_with_both():
+    g = torch.Generator().manual_seed(1)
+    x, w, b = torch.randn(1, 4, 256, generator=g), torch.randn(256, generator=g), torch.randn(256, generator=g)
+    sc, sh = torch.randn(1, 1, 256, generator=g), torch.randn(1, 4, 256, generator=g)
+    row = _row(TMA, "layer")
+    eps = float(row.scalars["eps"])
+    both = TASK.oracle.reference(row, {"x": x, "weight": w, "bias": b, "scale": sc, "shift": sh})["y"]
+    torch.testing.assert_close(both, F.layer_norm(x, (256,), w, b, eps) * torch.tanh(sc) + sh, atol=1e-5, rtol=1e-5)
+    lone = TASK.oracle.reference(row, {"x": x, "weight": w, "bias": None, "scale": sc, "shift": sh})["y"]
+    torch.testing.assert_close(lone, F.layer_norm(x, (256,), eps=eps) * torch.tanh(sc) + sh, atol=1e-5, rtol=1e-5)
