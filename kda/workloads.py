@@ -18,7 +18,10 @@ from kda.config import DTYPES
 from kda.errors import KdaError
 from kda.schema import Field, ListOf, MapOf, one_of, validate
 
-DISTRIBUTIONS = ("normal", "uniform", "positive", "large", "heavy", "specials", "index01")
+DISTRIBUTIONS = ("normal", "uniform", "positive", "large", "heavy", "specials", "index01", "arange", "permutation")
+# Integer-only: index01 (0/1 masks), arange (0, 1, 2, ... over the storage: the positions a DiT passes) and
+# permutation (the same values shuffled per trial: positions that are not the token index).
+INDEX_DISTRIBUTIONS = ("index01", "arange", "permutation")
 
 TENSOR_SPEC = {
     "shape": Field(ListOf(int)),
@@ -134,8 +137,8 @@ def parse_rows(raw: Any, where: str) -> list[Row]:
                 raise KdaError(f"{label}: tensor {name!r} cannot be built as declared: {problem}")
             if spec["storage_offset"] < 0:
                 raise KdaError(f"{label}: tensor {name!r}: storage_offset must be >= 0")
-            if spec["dist"] == "index01" and spec["dtype"] not in ("int32", "int64", "int8", "uint8", "bool"):
-                raise KdaError(f"{label}: tensor {name!r}: dist 'index01' needs an integer dtype, got {spec['dtype']}")
+            if spec["dist"] in INDEX_DISTRIBUTIONS and spec["dtype"] not in ("int32", "int64", "int8", "uint8", "bool"):
+                raise KdaError(f"{label}: tensor {name!r}: dist {spec['dist']!r} needs an integer dtype, got {spec['dtype']}")
             tensors[name] = TensorSpec(shape, spec["dtype"], stride, spec["storage_offset"], spec["dist"])
         rows.append(Row(data["id"], data["production"], data["model"], data["source"], data["function"],
                         tensors, data["scalars"], data["seed"], data["cpu"]))
@@ -177,6 +180,12 @@ def fill_(t: torch.Tensor, spec: TensorSpec, gen: torch.Generator) -> None:
     if flat.numel() == 0:
         return
     dt = flat.dtype
+    if spec.dist == "arange":
+        flat.copy_(torch.arange(flat.numel(), device=flat.device).to(dt))
+        return
+    if spec.dist == "permutation":
+        flat.copy_(torch.randperm(flat.numel(), generator=gen, device=flat.device).to(dt))
+        return
     if spec.dist == "index01" or dt == torch.bool:
         flat.copy_(torch.randint(0, 2, flat.shape, generator=gen, device=flat.device).to(dt))
         return

@@ -312,3 +312,18 @@ def test_write_or_check_writes_validates_and_detects_drift(tmp_path):
         write_or_check(out, [{**row, "seed": 2}], ["--check"])
     with pytest.raises(KdaError, match="duplicate id"):
         write_or_check(out, [row, row], [])
+
+
+def test_arange_and_permutation_positions():
+    """Positions for RoPE: arange is 0..n-1 whatever the seed; permutation holds the same values, shuffled per seed."""
+    s = spec([64], "int64", dist="arange")
+    t = build_tensor(s, "cpu")
+    fill_(t, s, make_generator("cpu", 1))
+    assert t.tolist() == list(range(64))
+    p = spec([64], "int32", dist="permutation")
+    a, b = build_tensor(p, "cpu"), build_tensor(p, "cpu")
+    fill_(a, p, make_generator("cpu", 1))
+    fill_(b, p, make_generator("cpu", 2))
+    assert sorted(a.tolist()) == list(range(64)) and a.tolist() != list(range(64)) and a.tolist() != b.tolist()
+    msg = parse_err([row(pos={"shape": [4], "dtype": "float32", "dist": "permutation"})])
+    assert "'pos'" in msg and "permutation" in msg

@@ -22,7 +22,7 @@ MISMATCH = "MISMATCH"            # |cand - oracle| > atol + rtol*|oracle| somewh
 SPECIALS = "NAN_INF_POSITIONS"   # NaN / Inf not exactly where the oracle has them
 PRECISION = "PRECISION"          # error more than k times the baseline's
 LAYOUT = "LAYOUT"                # shape, dtype or strides of an output differ from what was expected
-INPUT_MUTATED = "INPUT_MUTATED"  # an input not declared in place changed
+INPUT_MUTATED = "INPUT_MUTATED"  # an input not declared in place changed (or an in-place one outside its view)
 RETURN = "RETURN"                # the candidate returned something other than its out buffers
 FORBIDDEN_CALL = "FORBIDDEN_CALL"
 TORCH_KERNEL = "TORCH_KERNEL"
@@ -78,6 +78,31 @@ def mutated_inputs(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torc
         if now.numel() != snaps[k].numel() or not torch.equal(now.view(torch.uint8), snaps[k].view(torch.uint8)):
             changed.append(k)
     return changed
+
+
+def written_outside_views(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor], names: list[str]) -> list[str]:
+    """In-place inputs whose storage changed outside their view (the gaps of a strided view, the offset prefix):
+    an in-place op may write its tensor's elements and nothing else."""
+    changed = []
+    for k in names:
+        t = inputs.get(k)
+        if t is None:
+            continue
+        now = storage_of(t).clone()
+        # Put the view's own elements back to their snapshot values; whatever still differs lies outside the view.
+        now.as_strided(t.shape, t.stride(), t.storage_offset()).copy_(
+            snaps[k].as_strided(t.shape, t.stride(), t.storage_offset()))
+        if not torch.equal(now.view(torch.uint8), snaps[k].view(torch.uint8)):
+            changed.append(f"{k} (outside its view)")
+    return changed
+
+
+def restore_inputs_(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor]) -> None:
+    """Copy the snapshots back into the inputs' storages: after an in-place call, the next arm sees the original
+    values, not what this call made of them."""
+    for k, t in inputs.items():
+        if t is not None:
+            storage_of(t).copy_(snaps[k])
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, expected_shape, expected_dtype, atol: float, rtol: float) -> dict:

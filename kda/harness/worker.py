@@ -24,8 +24,10 @@ from kda.harness import checks  # noqa: E402
 from kda.harness.checks import compare as _compare  # noqa: E402  (bound now: a candidate can't swap them later)
 from kda.harness.checks import mutated_inputs as _mutated_inputs  # noqa: E402
 from kda.harness.checks import poison_ as _poison  # noqa: E402
+from kda.harness.checks import restore_inputs_ as _restore_inputs  # noqa: E402
 from kda.harness.checks import restore_views as _restore_views  # noqa: E402
 from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
+from kda.harness.checks import written_outside_views as _written_outside  # noqa: E402
 from kda.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
 from kda.harness.peers import peer_call  # noqa: E402
@@ -135,11 +137,27 @@ class RowRunner:
         ad, row, inputs = self.task.adapter, self.row, self.inputs
         specs = ad.output_specs(row, inputs)
         self.specs = {k: (tuple(shape), dt) for k, (shape, dt) in specs.items()}
-        self.out = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
-        out_b = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+        inplace = self.cfg["check"]["inplace"]
+        self.inplace = bool(inplace)
+        if self.inplace:
+            # An in-place op's outputs ARE its declared in-place inputs: every arm writes them, nothing is
+            # preallocated, and the "out" dict an adapter receives is those input tensors themselves.
+            if set(self.specs) != set(inplace):
+                raise ValueError(f"adapter.output_specs names {sorted(self.specs)} but check.inplace declares "
+                                 f"{sorted(inplace)}: an in-place task's outputs are its in-place inputs")
+            for k in inplace:
+                if self.specs[k] != (tuple(inputs[k].shape), inputs[k].dtype):
+                    raise ValueError(f"adapter.output_specs gives {k} as {self.specs[k]}, but the input is "
+                                     f"{tuple(inputs[k].shape)}:{inputs[k].dtype}")
+            self.out = {k: inputs[k] for k in inplace}
+            out_b = self.out
+        else:
+            self.out = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+            out_b = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
         arms = {} if self.baseline_skipped else {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
         if self.args.aa:
-            out_a = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+            out_a = self.out if self.inplace else \
+                {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
             arms["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_a)
         else:
             arms["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, self.out)
@@ -155,13 +173,18 @@ class RowRunner:
     # -- checks -------------------------------------------------------------------------------------------
     def check(self, name: str, trial: int, phase: int) -> dict:
         """One checked call. Phase 0: NaN-poisoned output, traced. Phase 1: finite random 'stale' output and no
-        profile hook, so a candidate can tell neither that it is checked nor that it is watched."""
+        profile hook, so a candidate can tell neither that it is checked nor that it is watched.
+
+        In place: the arm's outputs are the declared in-place inputs after the call (nothing to poison: they hold
+        this trial's fresh inputs), compared with the oracle on the snapshot taken before it; then every input is
+        put back from the snapshot, so the next arm starts from the same values."""
         record = {"arm": name, "trial": trial, "phase": phase}
         inplace = self.cfg["check"]["inplace"]
         snaps = _snapshot_inputs(self.inputs)
         dest = self.destination_arm(name)
         cand = name == "candidate" and not self.args.aa
-        if dest:
+        writes_inputs = self.inplace and name in ("baseline", "candidate")  # peers are functional: they return
+        if dest and not self.inplace:
             finite = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, 50 + phase)) if phase else None
             for t in self.out.values():
                 _poison(t, finite)
@@ -185,7 +208,7 @@ class RowRunner:
             outs = self.out
             record["return_problem"] = self._return_problem(ret)
         else:
-            outs = ret
+            outs = self.out if writes_inputs else ret
         with torch._C.DisableTorchFunction():
             copies = {k: (torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else v) for k, v in outs.items()}
         record["tampered"] = tampered + self.tamper.changed()
@@ -193,18 +216,43 @@ class RowRunner:
             self.tamper.restore()
         if self.gpu:
             torch.cuda.synchronize()
-        record["mutated"] = _mutated_inputs(self.inputs, snaps, inplace)
+        record["mutated"] = _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)
         ref = self.reference(self.row, _restore_views(self.inputs, snaps))
         record["outputs"] = self._compare_all(copies, ref)
+        if self.inplace:
+            _restore_inputs(self.inputs, snaps)
         return record
 
     def check_timed_output(self, trial: int) -> dict:
         """After the timed calls: the candidate's out buffer holds its last timed (graph or eager) result on this
-        trial's inputs, which nothing has changed since. A candidate that cuts work when unobserved fails here."""
+        trial's inputs, which nothing has changed since. A candidate that cuts work when unobserved fails here.
+
+        In place, the timed calls re-applied the op to their own results, which no oracle follows; so the inputs are
+        refilled with fresh values and the candidate runs once more the way the timed loop ran it: a replay of a
+        one-call CUDA graph captured with the timed graphs (an eager call where the row was not capturable), with
+        neither the call tracer nor the tripwires active."""
+        if self.inplace:
+            return self._check_inplace_replay(trial)
         with torch._C.DisableTorchFunction():
             copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
         ref = self.reference(self.row, self.inputs)
         return {"arm": "candidate", "trial": trial, "phase": 2, "outputs": self._compare_all(copies, ref)}
+
+    def _check_inplace_replay(self, trial: int) -> dict:
+        self.refill(trial, 2)
+        snaps = _snapshot_inputs(self.inputs)
+        self.replay_one()
+        tampered = self._reset_torch_state()
+        with torch._C.DisableTorchFunction():
+            copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
+        if self.gpu:
+            torch.cuda.synchronize()
+        inplace = self.cfg["check"]["inplace"]
+        record = {"arm": "candidate", "trial": trial, "phase": 2, "tampered": tampered,
+                  "mutated": _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)}
+        record["outputs"] = self._compare_all(copies, self.reference(self.row, _restore_views(self.inputs, snaps)))
+        _restore_inputs(self.inputs, snaps)
+        return record
 
     def _compare_all(self, copies: dict, ref: dict) -> dict:
         stats = {}
@@ -288,6 +336,11 @@ class RowRunner:
             inner = 1 if b["l2"] == "cold" else max(1, min(b["max_inner"], math.ceil(b["target_sample_us"] / max(base_one, 1e-3))))
             result["inner"] = inner
             graphs = {n: timing.GraphArm(self.arms[n], inner) for n in names}
+            if self.inplace and not self.args.aa:
+                # One call captured like the timed ones, replayed by the post-timing check (check_timed_output).
+                one = timing.GraphArm(self.arms["candidate"], 1) if graphs["candidate"].graph is not None else None
+                self.replay_one = (lambda: one.sample_us(flush)) if one is not None and one.graph is not None \
+                    else self.arms["candidate"]
             for n, g in graphs.items():
                 if g.error:
                     result["notes"].append(f"{n}: not capturable in a CUDA graph: {g.error}")
