@@ -30,29 +30,55 @@ def _hooks_set() -> bool:
     return False
 
 
+def cdiv(a: int, b: int) -> int:
+    """Host-side ceil division. triton.cdiv is a @jit function: calling it from Python costs microseconds."""
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """Host-side next power of two (1 for n <= 1), without triton.next_power_of_2's @jit call overhead."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
 def _int_key(v: int):
     return (v == 1, v % 16 == 0, -(2**31) <= v < 2**31)
 
 
+class Plan:
+    """One launch whose grid, integers, constexprs and warps are fixed: a candidate builds it once per input
+    signature (shapes, strides, dtypes) and replays it, so a call costs a dict lookup, the tensors' alignment and
+    the launch itself. The integers' specialisation key is computed here, once."""
+
+    __slots__ = ("grid", "ints", "constexprs", "num_warps", "key")
+
+    def __init__(self, grid, dtypes, ints, constexprs, num_warps):
+        self.grid, self.ints, self.constexprs, self.num_warps = tuple(grid), tuple(ints), tuple(constexprs), num_warps
+        self.key = (tuple(dtypes), tuple(_int_key(v) for v in ints), self.constexprs, num_warps)
+
+
 class LaunchCache:
     """`cache(grid, tensors, ints, floats, constexprs, num_warps)` launches `kernel` whose parameters are, in this
-    order, the tensors, the integers, the floats and the constexprs. `grid` is a 3-tuple."""
+    order, the tensors, the integers, the floats and the constexprs. `grid` is a 3-tuple. `cache.run(plan,
+    tensors, floats)` does the same from a prebuilt `Plan`."""
 
     def __init__(self, kernel):
         self.kernel = kernel
         self.compiled = {}
 
     def __call__(self, grid, tensors, ints, floats, constexprs, num_warps):
-        key = (tuple((t.dtype, t.data_ptr() % 16 == 0) for t in tensors), tuple(_int_key(v) for v in ints),
-               constexprs, num_warps, tensors[0].device.index)
+        self.run(Plan(grid, [t.dtype for t in tensors], ints, constexprs, num_warps), tensors, floats)
+
+    def run(self, plan: Plan, tensors, floats):
+        key = (plan.key, tuple([t.data_ptr() % 16 == 0 for t in tensors]), tensors[0].get_device())
         k = self.compiled.get(key)
         hooks = _hooks_set()
         if k is None or hooks:
-            k = self.kernel[grid](*tensors, *ints, *floats, *constexprs, num_warps=num_warps)
+            k = self.kernel[plan.grid](*tensors, *plan.ints, *floats, *plan.constexprs, num_warps=plan.num_warps)
             # Under the interpreter the JIT returns no CompiledKernel; `run` is a property that loads the binary.
             if not hooks and getattr(k, "run", None) is not None and getattr(k, "function", None) is not None:
                 self.compiled[key] = (k.run, k.function, k.packed_metadata)
             return
         run, function, packed = k
-        stream = torch._C._cuda_getCurrentRawStream(key[-1])
-        run(grid[0], grid[1], grid[2], stream, function, packed, None, None, None, *tensors, *ints, *floats, *constexprs)
+        g = plan.grid
+        run(g[0], g[1], g[2], torch._C._cuda_getCurrentRawStream(key[-1]), function, packed, None, None, None,
+            *tensors, *plan.ints, *floats, *plan.constexprs)

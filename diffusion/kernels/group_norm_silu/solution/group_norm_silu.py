@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache
+from kda.lean_launch import LaunchCache, cdiv, next_pow2
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -274,14 +274,14 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     has_w, has_b = weight is not None, bias is not None
     w_arg = weight if has_w else out
     b_arg = bias if has_b else out
-    cpb = triton.next_power_of_2(CPG)
+    cpb = next_pow2(CPG)
     group_size = CPG * S
 
     if group_size < _FUSED_MAX_GROUP:
         # Tiny groups share a program (a few thousand elements each); otherwise one program per group.
-        gpb = min(triton.next_power_of_2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
-        ngb = triton.cdiv(G, gpb)
-        block_s = max(1, min(triton.next_power_of_2(S), _TILE // (gpb * cpb)))
+        gpb = min(next_pow2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
+        ngb = cdiv(G, gpb)
+        block_s = max(1, min(next_pow2(S), _TILE // (gpb * cpb)))
         _launch_fused((B * ngb, 1, 1), (x, w_arg, b_arg, out),
                       (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb), (float(eps),),
                       (gpb, cpb, block_s, collapsed, wide, has_w, has_b),
@@ -290,12 +290,12 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
 
     # Split pass. Channel-fast layouts (channels_last) take every group in one tile; others one group per tile.
     channel_fast = sxc == 1 and collapsed
-    gpb = triton.next_power_of_2(G) if channel_fast else 1
-    ngb = triton.cdiv(G, gpb)
+    gpb = next_pow2(G) if channel_fast else 1
+    ngb = cdiv(G, gpb)
     tile, iters = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
-    block_s = max(1, min(triton.next_power_of_2(S), tile // (gpb * cpb)))
-    span = block_s * max(1, min(iters, triton.cdiv(S, block_s)))
-    n_part = triton.cdiv(S, span)
+    block_s = max(1, min(next_pow2(S), tile // (gpb * cpb)))
+    span = block_s * max(1, min(iters, cdiv(S, block_s)))
+    n_part = cdiv(S, span)
     pmean = torch.empty((B * G * n_part,), dtype=torch.float32, device=x.device)
     pm2 = torch.empty((B * G * n_part,), dtype=torch.float32, device=x.device)
     stats = torch.empty((B * G * 2,), dtype=torch.float32, device=x.device)
@@ -304,7 +304,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     _launch_partial(grid, (x, pmean, pm2), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span), (),
                     (gpb, cpb, block_s, collapsed, wide), warps)
     _launch_finalize((B * G, 1, 1), (pmean, pm2, stats), (S, CPG, n_part, span), (float(eps),),
-                     (min(1024, triton.next_power_of_2(n_part)),), 4)
+                     (min(1024, next_pow2(n_part)),), 4)
     _launch_apply(grid, (x, w_arg, b_arg, out, stats), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span), (),
                   (gpb, cpb, block_s, collapsed, wide, has_w, has_b), warps)
     return out

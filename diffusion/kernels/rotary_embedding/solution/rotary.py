@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache
+from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
 
 
 @triton.jit
@@ -93,9 +93,10 @@ def _rope_split_kernel(
     tl.store(o1_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _block_rows(n_rows: int, row_width: int) -> int:
-    per_program = 4096
-    return max(1, min(triton.next_power_of_2(max(n_rows, 1)), per_program // row_width))
+def _block_rows(n_rows: int, row_width: int, per_program: int) -> int:
+    # At most `per_program` elements, and rows split so that about 512 programs remain on small calls, which are
+    # latency-bound and want every SM busy.
+    return max(1, min(next_pow2(cdiv(n_rows, 512)), per_program // row_width))
 
 
 def _check_out(out, x):
@@ -136,12 +137,13 @@ def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
     c_step = 2 if (interleaved and cos.shape[-1] == D) else 1
     s_step = 2 if (interleaved and sin.shape[-1] == D) else 1
     x_flat = sx_h == D and (T == 1 or sx_t == H * D) and (B == 1 or sx_b == T * H * D)
-    block_d = max(2, triton.next_power_of_2(D))
-    block_r = _block_rows(n_rows, block_d)
-    _launch_pairs((triton.cdiv(n_rows, block_r), 1, 1), (x, cos, sin, out),
-                  (n_rows, H, T, sx_b, sx_t, sx_h,
-                   cos.stride(0), cos.stride(1) * c_step, sin.stride(0), sin.stride(1) * s_step),
-                  (), (D, block_d, block_r, x_flat), 4)
+    block_d = max(2, next_pow2(D))
+    block_r = _block_rows(n_rows, block_d, 4096)
+    plan = Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, out.dtype),
+                (n_rows, H, T, sx_b, sx_t, sx_h,
+                 cos.stride(0), cos.stride(1) * c_step, sin.stride(0), sin.stride(1) * s_step),
+                (D, block_d, block_r, x_flat), 4)
+    _launch_pairs.run(plan, (x, cos, sin, out), ())
     return out
 
 
@@ -162,10 +164,15 @@ def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
     n_rows = batch * seq_len * num_heads
     if n_rows == 0 or half_dim == 0:
         return out
-    block_half = triton.next_power_of_2(half_dim)
-    block_r = _block_rows(n_rows, 2 * block_half)
-    _launch_split((triton.cdiv(n_rows, block_r), 1, 1), (x, cos, sin, out),
-                  (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (), (half_dim, block_half, block_r), 4)
+    block_half = next_pow2(half_dim)
+    # 2K-element tiles over 8 warps, as upstream's LTX-2 kernel (16 heads x 128): with 4K over 4 warps v1 was 10%
+    # slower on the 1536-token rows (H200, results/h200.jsonl of 2b1068b).
+    block_r = _block_rows(n_rows, 2 * block_half, 2048)
+    tile = block_r * 2 * block_half
+    plan = Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, out.dtype),
+                (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (half_dim, block_half, block_r),
+                8 if tile >= 2048 else 4)
+    _launch_split.run(plan, (x, cos, sin, out), ())
     return out
 
 
