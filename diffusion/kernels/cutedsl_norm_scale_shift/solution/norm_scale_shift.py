@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache
+from kda.lean_launch import LaunchCache, cdiv, next_pow2
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -145,12 +145,12 @@ def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, res
     # Upstream's LayerNorm applies its affine only when both weight and bias are given; its RMS path has no bias.
     has_w = weight is not None and (bias is not None or not is_ln)
     has_b = is_ln and weight is not None and bias is not None
-    block_d = triton.next_power_of_2(D)
+    block_d = next_pow2(D)
     block_m = max(1, 2048 // block_d)
     num_warps = max(4, min(16, block_m * block_d // 512))
     res, ro = tensors_res[0], tensors_res[1]
     _launch(
-        (triton.cdiv(M, block_m), 1, 1),
+        (cdiv(M, block_m), 1, 1),
         (out, ro, x, res, g[0], weight if has_w else x, bias if has_b else x, sc[0], sh[0]),
         (M, S, D, x.stride(0), x.stride(1), tensors_res[2], tensors_res[3], out.stride(0), out.stride(1),
          tensors_res[4], tensors_res[5], g[1], g[2], g[3], sc[1], sc[2], sc[3], sh[1], sh[2], sh[3]),

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache
+from kda.lean_launch import LaunchCache, cdiv, next_pow2
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -130,11 +130,11 @@ def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, 
     M = B * S
     if M == 0:
         return out, out2
-    block_d = triton.next_power_of_2(D)
+    block_d = next_pow2(D)
     block_m = max(1, 2048 // block_d)
     num_warps = max(4, min(16, block_m * block_d // 512))
     _launch(
-        (triton.cdiv(M, block_m), 1, 1),
+        (cdiv(M, block_m), 1, 1),
         (out, o2, x, weight if has_w else x, bias if has_b else x, scale, shift,
          weight2 if has_w2 else x, bias2 if has_b2 else x, scale2 if norm2 else x),
         (M, S, D, x.stride(0), x.stride(1), out.stride(0), out.stride(1), o2.stride(0), o2.stride(1),

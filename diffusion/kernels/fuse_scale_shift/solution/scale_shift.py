@@ -6,7 +6,7 @@ shift and y are marked evict-first so broadcast modulation stays in L2 (63 regis
 largest Wan row under Nsight Compute).
 v2: loading broadcast modulation straight into the 2-D tile layout (to avoid v1's layout-conversion barrier) made
 the largest row slower (561 -> 599 us under Nsight Compute): reverted. Kept: the launch skips Triton's per-call
-argument binding once a specialisation is compiled (solution/launch.py).
+argument binding once a specialisation is compiled (then solution/launch.py, now kda/lean_launch.py).
 v3: the production forms (x contiguous; each of scale and shift one dense channel vector, a scalar, or laid out
 like x) go through a flat 1-D kernel shaped like torch.compile's (1 K elements per program, 4 warps, C a
 compile-time constant so the channel index is a multiply-shift), which streamed faster than v1 on every large row
@@ -14,12 +14,15 @@ in the same run; other forms keep the 2-D kernel.
 v4: the lean launch path never engaged before: Triton 3.6 keeps launch hooks in HookChain objects that are never
 None, so every call took Triton's full run(). The cache now tests for installed hooks, and keeps the launcher, the
 loaded function and the packed metadata.
+v5: the launch cache moved to kda/lean_launch.py (shared by every task's candidate), and the host code computes
+grid sizes with plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are @jit functions whose Python
+call path costs microseconds each.
 """
 import torch
 import triton
 import triton.language as tl
 
-from .launch import LaunchCache
+from kda.lean_launch import LaunchCache, cdiv, next_pow2
 
 
 @triton.jit
@@ -119,11 +122,11 @@ def _modulation_layout(t: torch.Tensor, B: int, L: int, C: int, name: str):
 
 
 def _launch_config(n_rows: int, C: int):
-    block_c = min(triton.next_power_of_2(C), 1024)
+    block_c = min(next_pow2(C), 1024)
     # About 8K elements per program on large rows (32 per thread at 8 warps: four 16-byte loads in flight per
     # tensor); smaller tiles when there are too few rows to give every SM a program.
     per_program = 8192 if n_rows * C >= 8192 * 132 * 2 else 2048
-    block_r = max(1, min(triton.next_power_of_2(n_rows), per_program // block_c))
+    block_r = max(1, min(next_pow2(n_rows), per_program // block_c))
     num_warps = 8 if block_r * block_c >= 8192 else 4
     return block_r, block_c, num_warps
 
@@ -148,13 +151,13 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
     if s_mode is not None and h_mode is not None:
         # The common production forms: one flat stream, as torch.compile lays it out (1 K elements, 4 warps).
         numel = n_rows * C
-        _launch_flat((triton.cdiv(numel, 1024), 1, 1), (x, scale, shift, out), (numel,), (float(scale_constant),),
+        _launch_flat((cdiv(numel, 1024), 1, 1), (x, scale, shift, out), (numel,), (float(scale_constant),),
                      (C, s_mode, h_mode, numel >= 2**31 - 1024, 1024), 4)
         return out
     sb, sl, sc, sf = s_layout
     hb, hl, hc, hf = h_layout
     block_r, block_cols, num_warps = _launch_config(n_rows, C)
-    grid = (triton.cdiv(n_rows, block_r), triton.cdiv(C, block_cols), 1)
+    grid = (cdiv(n_rows, block_r), cdiv(C, block_cols), 1)
     constexprs = ((sb != 0 and B > 1) or (sl != 0 and L > 1), (hb != 0 and B > 1) or (hl != 0 and L > 1),
                   C % block_cols == 0, block_r, block_cols)
     _launch(grid, (x, scale, shift, out), (n_rows, L, C, sb, sl, sc, sf, hb, hl, hc, hf), (float(scale_constant),),

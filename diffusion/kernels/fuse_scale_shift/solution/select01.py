@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import LaunchCache
+from kda.lean_launch import LaunchCache, cdiv, next_pow2
 
 
 @triton.jit
@@ -104,11 +104,11 @@ def _out(buf, x, name):
 
 
 def _launch_config(n_rows, C):
-    block_n = triton.next_power_of_2(C)
+    block_n = next_pow2(C)
     # Two 3072-wide rows (8 K slots) per program on big rows keep 16 values per thread at 16 warps; rows that
     # cannot fill every SM twice take one row per program so more programs run.
     per_program = 8192 if n_rows * block_n >= 8192 * 264 else block_n
-    block_m = max(1, min(triton.next_power_of_2(n_rows), per_program // block_n))
+    block_m = max(1, min(next_pow2(n_rows), per_program // block_n))
     num_warps = max(4, min(16, block_m * block_n // 512))
     return block_m, block_n, num_warps
 
@@ -128,7 +128,7 @@ def _run(x, residual, residual_gate, weight, bias, sets, index, out, residual_ou
     w_c = weight.stride(0) if weight is not None else 0
     b_c = bias.stride(0) if bias is not None else 0
     # Absent optional tensors are replaced by x: never read (the constexpr flags turn their loads off).
-    _launch((triton.cdiv(n_rows, block_m), 1, 1),
+    _launch((cdiv(n_rows, block_m), 1, 1),
             (x, residual, residual_gate, weight if weight is not None else x, bias if bias is not None else x,
              scale0, shift0, gate0, scale1, shift1, gate1, index, out, residual_out, gate_out),
             (n_rows, L, C, *strides, index.stride(0), index.stride(1), w_c, b_c), (float(eps),),

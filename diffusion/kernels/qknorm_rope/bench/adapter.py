@@ -10,6 +10,13 @@ import torch
 FN = "fused_inplace_qknorm_rope"
 
 
+def build_key(row):
+    """The template signature upstream JIT-builds a module for (scripts/warm_baseline.py builds them in parallel)."""
+    sc, q = row.scalars, row.tensors["q"]
+    return (int(sc["head_dim"]) or q.shape[-1], int(sc["rope_dim"]) or row.tensors["cos_sin_cache"].shape[-1],
+            bool(sc["is_neox"]), q.dtype)
+
+
 def output_specs(row, inputs):
     return {k: (tuple(inputs[k].shape), inputs[k].dtype) for k in ("q", "k")}
 

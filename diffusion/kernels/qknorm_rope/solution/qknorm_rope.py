@@ -18,7 +18,7 @@ afterwards.
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache
+from kda.lean_launch import LaunchCache, cdiv, next_pow2
 
 
 @triton.jit
@@ -119,9 +119,9 @@ def fused_inplace_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions
         raise ValueError("q, k and cos_sin_cache need unit stride along their last dimension")
     if n == 0:
         return None
-    block_hq = triton.next_power_of_2(hq)
-    block_hk = triton.next_power_of_2(hk)
-    rest = triton.next_power_of_2(d - rope_dim) if (is_neox and d > rope_dim) else 0
+    block_hq = next_pow2(hq)
+    block_hk = next_pow2(hk)
+    rest = next_pow2(d - rope_dim) if (is_neox and d > rope_dim) else 0
     _launch((n, 1, 1), (q, k, q_weight, k_weight, cos_sin_cache, positions),
             (hq, hk, q.stride(0), q.stride(1), k.stride(0), k.stride(1), cos_sin_cache.stride(0)), (float(eps),),
             (d, rope_dim, bool(is_neox), block_hq, block_hk, rest), _num_warps(max(block_hq, block_hk), d))
