@@ -1,4 +1,4 @@
-"""Candidate v0 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v1 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -19,6 +19,11 @@ Design:
   upstream spends ~7 ms in a strided x.contiguous() copy; 1.6 TB/s here, 1.39x over torch.compile); large contiguous
   rows tie (0.97x at 2.4-2.6 TB/s); small and mid rows are host-bound, ~0.85-0.95x (Python + Triton launch path,
   three launches and three allocations on the split path against upstream's one launch below 2^18 elements).
+- v1 (from the first `kda bench` on an H200, results of 2b1068b: 1.606x device_us, min row 0.92x; torch.compile
+  2-3x faster by graph_us on 15-50 MB contiguous rows): launches through kda.lean_launch with host-side integer
+  math; with few (batch, group) programs only groups under 2^15 elements take the one-launch path; the apply pass
+  runs its programs in reverse order with evict-first x loads and y stores, so the tail of x that the statistics
+  pass left in L2 is re-read from there.
 
 """
 import math
@@ -37,6 +42,8 @@ _TILE = 8192                 # elements per tile of the one-launch path
 _SPLIT_CONTIGUOUS = (2048, 8)
 _SPLIT_CHANNEL_FAST = (8192, 4)
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
+_FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
+_FUSED_FEW_GROUPS_MAX = 1 << 15   # ... only groups under this size take the one-launch path
 
 
 def _prev_power_of_2(n: int) -> int:
@@ -124,14 +131,15 @@ def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1
     for s0 in range(s_begin, s_end, BLOCK_S):
         s, xs, smask = _spatial(s0, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
         mask = cmask & smask
-        x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
+        # Last use of x and the only use of y: neither should push tiles still to be re-read out of L2.
+        x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         z = (x - mean3) * rstd3
         if HAS_W:
             z = z * w3
         if HAS_B:
             z = z + b3
         y = z * tl.sigmoid(z)
-        tl.store(y_ch + s, y.to(y_base.dtype.element_ty), mask=mask)
+        tl.store(y_ch + s, y.to(y_base.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 @triton.jit
@@ -213,8 +221,10 @@ def _gn_apply_kernel(
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
     HAS_W: tl.constexpr, HAS_B: tl.constexpr,
 ):
-    p = tl.program_id(0)
-    bg = tl.program_id(1)
+    # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
+    # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
+    p = tl.num_programs(0) - 1 - tl.program_id(0)
+    bg = tl.num_programs(1) - 1 - tl.program_id(1)
     bidx = bg // NGB
     g0 = (bg % NGB) * GPB
     x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S, WIDE)
@@ -277,7 +287,9 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     cpb = next_pow2(CPG)
     group_size = CPG * S
 
-    if group_size < _FUSED_MAX_GROUP:
+    # One program per group leaves most SMs idle when there are few groups (B = 1, G = 32 in the VAE): there, only
+    # small groups stay on the one-launch path; v0 lost to torch.compile by 2-3x (graph_us) on 15-50 MB rows.
+    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX):
         # Tiny groups share a program (a few thousand elements each); otherwise one program per group.
         gpb = min(next_pow2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
         ngb = cdiv(G, gpb)
