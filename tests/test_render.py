@@ -100,6 +100,22 @@ def test_template_change_is_drift(mini_root):
     assert len(problems) == 1 and "prompt.md: differs" in problems[0]
 
 
+def test_inplace_task_says_what_it_writes_instead_of_out(mini_root):
+    """An in-place op has no out= buffer: the card and README must not ask for one (qknorm_rope is such a task)."""
+    folder = mini_root / "diffusion" / "kernels" / PILOT
+    render.render(mini_root, [PILOT])
+    assert "plus `out=`" in (folder / "prompt.md").read_text()
+    spec = folder / render.SPEC_FILE
+    spec.write_text(spec.read_text().replace("[comments]", '[check]\ninplace = ["x"]\n\n[comments]'))
+    render.render(mini_root, [PILOT])
+    card = " ".join((folder / "prompt.md").read_text().split())
+    readme = " ".join((folder / "README.md").read_text().split())
+    assert "plus `out=`" not in card and "poisoned" not in card and "plus `out=`" not in readme
+    assert "They write `x` in place, as upstream does" in card and 'docs/harness.md, "In-place ops"' in card
+    assert "writing `x` in place" in readme
+    assert load_config(folder / "config.toml")["check"]["inplace"] == ["x"]
+
+
 def test_hand_written_files_are_never_touched(mini_root):
     folder = mini_root / "diffusion" / "kernels" / PILOT
     for rel in ("prompt.md", "config.toml"):
