@@ -7,7 +7,8 @@ contiguous first), the norm weights in q's dtype (RMSNorm parameters), positions
 arange from position_offset when the model passes none), head_dim and rope_dim explicit, rope_dim = the cache width.
 Every production model passes is_neox=False (interleaved pairs) and a full-width cache (rope_dim = head_dim = 128).
 
-Production rows (anchors section 3; B = 1, image 1024^2 -> 4096 tokens with patch 2):
+Production rows come from the shape catalog (diffusion/shapes/; anchors section 3; B = 1, image 1024^2 -> 4096
+tokens with patch 2):
 - Qwen-Image: 24 heads, image 4096 and text 19 / 47 tokens, separate image and text caches, eps 1e-6.
 - Qwen-Image-Edit: image 8424, text 189 / 195.
 - FLUX.1 (24 heads) and FLUX.2 (48 heads): double-stream blocks call text (512) and image (4096) separately on one
@@ -28,6 +29,7 @@ Cache values are uniform in [-1, 1) (real cos/sin), norm weights positive around
 import sys
 from pathlib import Path
 
+from kda.shapes.catalog import production_rows
 from kda.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
@@ -53,31 +55,18 @@ def qk_row(rid, model, source, n, hq, d, seed, *, hk=None, rope=None, neox=False
             "tensors": tensors, "scalars": scalars, "seed": seed, "cpu": cpu}
 
 
-def prod(rid, model, source, n, h, seed, **kw):
-    return qk_row(rid, model, source, n, h, 128, seed, production=True, cpu=False, **kw)
+def prod(r):
+    """A production row from its shape-catalog entry (bf16 in every model; eps, cache length and position offset
+    only where a model differs from the defaults)."""
+    return qk_row(r.id, r.model, r.source, r["S"], r["Hq"], r["D"], r.seed, hk=r["Hk"], eps=r.get("eps", 1e-6),
+                  dtype=r["dtype"], pos_offset=r.get("pos_offset", 0), cache_rows=r.get("cache_rows"),
+                  production=True, cpu=False)
 
 
-rows = []
-CAP = "captured: KDA-Pilot live SGLang capture (anchors section 3: {what})"
-for n, what in ((4096, "image 4096"), (19, "text 19"), (47, "text 47")):
-    rows.append(prod(f"qwen_image_n{n}_h24", "Qwen-Image", CAP.format(what=f"Qwen-Image 24 x 128, {what} tokens"),
-                     n, 24, 100 + n))
-for n, what in ((8424, "image 8424"), (189, "text 189"), (195, "text 195")):
-    rows.append(prod(f"qwen_image_edit_n{n}_h24", "Qwen-Image-Edit",
-                     CAP.format(what=f"Qwen-Image-Edit 24 x 128, {what} tokens"), n, 24, 200 + n))
-FLUX = ("derived: anchors section 3 ({name} {h} x 128: 512 text, 4096 image, 4608 joint at 1024^2); flux.py / "
-        "flux_2.py call text at positions 0..511 and image at position_offset 512 on one 4608-row cache")
-for name, model, h, base in (("flux1", "FLUX.1", 24, 300), ("flux2", "FLUX.2", 48, 400)):
-    src = FLUX.format(name=model, h=h)
-    rows.append(prod(f"{name}_text_n512_h{h}", model, src, 512, h, base + 1, cache_rows=4608))
-    rows.append(prod(f"{name}_image_n4096_h{h}", model, src, 4096, h, base + 2, pos_offset=512, cache_rows=4608))
-    rows.append(prod(f"{name}_joint_n4608_h{h}", model, src, 4608, h, base + 3))
-for n in (4096, 4128):
-    rows.append(prod(f"zimage_n{n}_h30", "Z-Image-Turbo",
-                     CAP.format(what=f"Z-Image-Turbo 30 x 128, {n} tokens, eps 1e-5"), n, 30, 500 + n, eps=1e-5))
-rows.append(prod("joyimage_n4096_h32", "JoyAI-Image",
-                 "derived: joy_image.py config (32 heads x 128, patch 1x2x2, Wan VAE 8x): 1024^2 -> 64 x 64 = 4096 "
-                 "image tokens; image stream calls apply_qk_norm_with_optional_rope with is_neox=False", 4096, 32, 600))
+# Production rows come from the shape catalog (diffusion/shapes/: qwen-image, qwen-image-edit, flux.1-dev,
+# flux.2-dev, z-image-turbo, joyai-image), in this model order and file order within a model.
+MODEL_ORDER = ("Qwen-Image", "Qwen-Image-Edit", "FLUX.1", "FLUX.2", "Z-Image-Turbo", "JoyAI-Image")
+rows = [prod(r) for r in production_rows("qknorm_rope", model_order=MODEL_ORDER)]
 
 # ---- regression -------------------------------------------------------------------------------------------------
 REG = "regression: {why}"
