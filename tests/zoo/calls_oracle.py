@@ -16,6 +16,8 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
     if out is None:
         out = torch.empty_like(x)
     oracle = sys.modules[ORACLE]
-    row = SimpleNamespace(scalars={"scale_constant": scale_constant})
+    # The oracle dispatches on row.function (the select01 variants share it): the stand-in names the entry point
+    # a real row would, so the oracle's answer is correct and only the defence can tell.
+    row = SimpleNamespace(function="fuse_scale_shift_kernel", scalars={"scale_constant": scale_constant})
     out.copy_(oracle.reference(row, {"x": x, "scale": scale, "shift": shift})["y"])
     return out
