@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from kda.errors import KdaError
 from kda.workloads import (
-    TensorSpec, _layout_problem, build_tensor, contiguous_strides, fill_, load_rows, make_generator, parse_rows,
-    storage_of, trial_seed,
+    TensorSpec, _layout_problem, build_inputs, build_tensor, contiguous_strides, fill_, load_rows, make_generator,
+    parse_rows, refill_inputs, storage_of, trial_seed,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,17 +116,26 @@ def test_committed_workloads_parse():
 
 
 def test_cpu_rows_build_as_declared():
+    passed_none = []
     for r in load_rows(TASK / "bench" / "workloads.json"):
         if not r.cpu:
             continue
-        gen = make_generator("cpu", r.seed)
+        # Built and filled as the worker does, so a tensor declared null (an optional argument passed as None, as
+        # the select01 rows' weight and bias) arrives as None.
+        inputs = build_inputs(r, "cpu")
+        refill_inputs(r, inputs, r.seed)
+        assert set(inputs) == set(r.tensors), r.id
         for name, spec in r.tensors.items():
-            t = build_tensor(spec, "cpu")
-            fill_(t, spec, gen)
+            t = inputs[name]
+            if spec is None:
+                assert t is None, (r.id, name)
+                passed_none.append((r.id, name))
+                continue
             assert tuple(t.shape) == spec.shape and t.stride() == spec.stride, (r.id, name)
             assert t.storage_offset() == spec.storage_offset and t.dtype == spec.torch_dtype
             if spec.dist != "specials":
                 assert bool(torch.isfinite(t.float()).all()), (r.id, name)
+    assert passed_none, "no CPU row declares a None tensor: the None branch above went unexercised"
 
 
 def test_load_rows_errors(tmp_path):
