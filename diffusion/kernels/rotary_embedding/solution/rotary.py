@@ -107,11 +107,11 @@ def _check_out(out, x):
     return out
 
 
-def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
+def _pairs_plan(x, cos, sin, interleaved):
     """Drop-in for sglang's apply_rotary_embedding: rotates adjacent pairs (2i, 2i+1) of each head by cos/sin[token, i].
 
     x [B, T, H, D] or [T, H, D] (unit stride along D); cos/sin [T', D/2] with T' >= T, any strides, or [T', D] with
-    interleaved=True (columns 0, 2, 4, ... used). Returns `out` (allocated contiguous when not given).
+    interleaved=True (columns 0, 2, 4, ... used). Returns the launch plan (None: nothing to do).
     """
     if x.dim() == 4:
         B, T, H, D = x.shape
@@ -129,28 +129,43 @@ def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
         raise ValueError("x must have unit stride along the head dimension (upstream requires it too)")
     if cos.dim() != 2 or sin.dim() != 2 or cos.shape[0] < T or sin.shape[0] < T:
         raise ValueError(f"cos/sin must be [T, D/2] (or [T, D] with interleaved), got {tuple(cos.shape)}, {tuple(sin.shape)}")
-    out = _check_out(out, x)
     n_rows = B * T * H
     if n_rows == 0 or D == 0:
-        return out
+        return None
     # Upstream takes every other column of a full-width cos/sin when interleaved, and the first D/2 columns otherwise.
     c_step = 2 if (interleaved and cos.shape[-1] == D) else 1
     s_step = 2 if (interleaved and sin.shape[-1] == D) else 1
     x_flat = sx_h == D and (T == 1 or sx_t == H * D) and (B == 1 or sx_b == T * H * D)
     block_d = max(2, next_pow2(D))
     block_r = _block_rows(n_rows, block_d, 4096)
-    plan = Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, out.dtype),
+    return Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, x.dtype),
                 (n_rows, H, T, sx_b, sx_t, sx_h,
                  cos.stride(0), cos.stride(1) * c_step, sin.stride(0), sin.stride(1) * s_step),
                 (D, block_d, block_r, x_flat), 4)
-    _launch_pairs.run(plan, (x, cos, sin, out), ())
+
+
+# Launch plans by input signature. Every check above depends only on shapes, strides and dtypes, so a repeated
+# call (the production case: the same shapes every layer and step) costs a dict lookup before the launch.
+_plans = {}
+
+
+def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
+    """Drop-in for sglang's apply_rotary_embedding (see _pairs_plan); returns `out`, allocated when not given."""
+    key = (x.shape, x.stride(), x.dtype, cos.shape, cos.stride(), cos.dtype, sin.shape, sin.stride(), sin.dtype,
+           bool(interleaved))
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plans[key] = _pairs_plan(x, cos, sin, interleaved)
+    out = _check_out(out, x)
+    if plan is not None:
+        _launch_pairs.run(plan, (x, cos, sin, out), ())
     return out
 
 
-def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
+def _split_plan(x, cos, sin):
     """Drop-in for sglang's apply_ltx2_split_rotary_emb: per head, rotates (x[i], x[i + D/2]) by cos/sin[b, h, s, i].
 
-    x [B, S, H*D] contiguous; cos/sin [B, H, S, D/2] with any strides. Returns `out` (allocated when not given).
+    x [B, S, H*D] contiguous; cos/sin [B, H, S, D/2] with any strides. Returns the launch plan (None: nothing to do).
     """
     batch, seq_len, inner_dim = x.shape
     cos_batch, num_heads, cos_seq_len, half_dim = cos.shape
@@ -160,19 +175,28 @@ def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
                          f"x={tuple(x.shape)}, cos={tuple(cos.shape)}, sin={tuple(sin.shape)}")
     if not x.is_contiguous():
         raise ValueError("x must be contiguous (upstream requires it too)")
-    out = _check_out(out, x)
     n_rows = batch * seq_len * num_heads
     if n_rows == 0 or half_dim == 0:
-        return out
+        return None
     block_half = next_pow2(half_dim)
     # 2K-element tiles over 8 warps, as upstream's LTX-2 kernel (16 heads x 128): with 4K over 4 warps v1 was 10%
     # slower on the 1536-token rows (H200, results/h200.jsonl of 2b1068b).
     block_r = _block_rows(n_rows, 2 * block_half, 2048)
     tile = block_r * 2 * block_half
-    plan = Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, out.dtype),
+    return Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, x.dtype),
                 (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (half_dim, block_half, block_r),
                 8 if tile >= 2048 else 4)
-    _launch_split.run(plan, (x, cos, sin, out), ())
+
+
+def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
+    """Drop-in for sglang's apply_ltx2_split_rotary_emb (see _split_plan); returns `out`, allocated when not given."""
+    key = (x.shape, x.stride(), x.dtype, cos.shape, cos.stride(), cos.dtype, sin.shape, sin.stride(), sin.dtype)
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plans[key] = _split_plan(x, cos, sin)
+    out = _check_out(out, x)
+    if plan is not None:
+        _launch_split.run(plan, (x, cos, sin, out), ())
     return out
 
 
