@@ -239,7 +239,7 @@ def plots(task_dir: Path, f: ResultsFile) -> list[Path]:
     ax.legend(fontsize=7)
     fig.tight_layout()
     path = out_dir / f"{f.path.stem}-speedup.png"
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=80, metadata={"Software": None})
     plt.close(fig)
     written.append(path)
 
@@ -261,7 +261,7 @@ def plots(task_dir: Path, f: ResultsFile) -> list[Path]:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     path = out_dir / f"{f.path.stem}-roofline.png"
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=80, metadata={"Software": None})
     plt.close(fig)
     written.append(path)
     return written
