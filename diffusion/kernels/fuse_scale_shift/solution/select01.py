@@ -57,19 +57,21 @@ def _ln_select01_kernel(
     bi = rows // L
     li = rows - bi * L
     pick = tl.load(idx_ptr + bi * i_b + li * i_l, mask=rmask, other=0) != 0
-    # The set is chosen per row by selecting pointers, so each element is loaded once (s2 issued two masked loads
-    # per modulation element and selected the values: 2x the load instructions of a kernel that was issue-bound).
-    p2 = pick[:, None]
+    m1 = mask & pick[:, None]
+    m0 = mask & (pick == 0)[:, None]
     b2 = bi[:, None]
     c2 = cols[None, :]
-    scale = tl.load(tl.where(p2, s1_ptr + b2 * s1_b + c2 * s1_c, s0_ptr + b2 * s0_b + c2 * s0_c),
-                    mask=mask, other=0.0).to(tl.float32)
-    shift = tl.load(tl.where(p2, h1_ptr + b2 * h1_b + c2 * h1_c, h0_ptr + b2 * h0_b + c2 * h0_c),
-                    mask=mask, other=0.0).to(tl.float32)
+    scale = tl.where(pick[:, None],
+                     tl.load(s1_ptr + b2 * s1_b + c2 * s1_c, mask=m1, other=0.0).to(tl.float32),
+                     tl.load(s0_ptr + b2 * s0_b + c2 * s0_c, mask=m0, other=0.0).to(tl.float32))
+    shift = tl.where(pick[:, None],
+                     tl.load(h1_ptr + b2 * h1_b + c2 * h1_c, mask=m1, other=0.0).to(tl.float32),
+                     tl.load(h0_ptr + b2 * h0_b + c2 * h0_c, mask=m0, other=0.0).to(tl.float32))
     # The gate is passed through: one cast from its own dtype to the output's, as upstream's store does.
     g_ty = g_out_ptr.dtype.element_ty
-    gate = tl.load(tl.where(p2, g1_ptr + b2 * g1_b + c2 * g1_c, g0_ptr + b2 * g0_b + c2 * g0_c),
-                   mask=mask, other=0.0).to(g_ty)
+    gate = tl.where(pick[:, None],
+                    tl.load(g1_ptr + b2 * g1_b + c2 * g1_c, mask=m1, other=0.0).to(g_ty),
+                    tl.load(g0_ptr + b2 * g0_b + c2 * g0_c, mask=m0, other=0.0).to(g_ty))
     y = n * (1.0 + scale) + shift
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
     tl.store(g_out_ptr + offs, gate, mask=mask, eviction_policy="evict_first")
