@@ -113,6 +113,9 @@ class Worker:
         # The log's tail already went into any CRASH record that needed it.
         Path(self.log.name).unlink(missing_ok=True)
 
+def _rounded(values, digits: int = 4):
+    return None if values is None else [None if v is None else round(v, digits) for v in values]
+
 
 def _start(task, opts, salt, copy_bw) -> tuple[Worker, dict]:
     w = Worker(task, opts, salt, copy_bw)
@@ -213,7 +216,9 @@ def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | 
         if l2_resident:
             rec["notes"].append("fits in L2 with a hot cache: TB/s here are L2 rates, not checked against the DRAM datasheet")
         rec["arms"], rec["speedup"] = stats["arms"], stats["speedup"]
-        rec["samples"] = {arm: {m: s.get(m) for m in METRICS} for arm, s in raw.get("arms", {}).items()}
+        # Samples are kept for re-analysis; 0.1 ns is far below CUDA-event resolution, and full float reprs had made
+        # the results of large tasks pass 1 MiB (the tree travels to the GPU machine). Statistics above use raw values.
+        rec["samples"] = {arm: {m: _rounded(s.get(m)) for m in METRICS} for arm, s in raw.get("arms", {}).items()}
         if any(i.startswith("candidate") for i in stats["invalid"]):
             reasons.append(C.INVALID)
             details += stats["invalid"]

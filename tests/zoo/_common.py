@@ -11,18 +11,18 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-SOLUTION = REPO / "diffusion/kernels/fuse_scale_shift/solution"
-_NAME = "kda_zoo_real_solution"
 
 
-def real_module():
-    """solution/__init__.py as a package (its relative imports work), under a name of our own."""
-    mod = sys.modules.get(_NAME)
+def real_module(task: str = "fuse_scale_shift"):
+    """The task's solution/__init__.py as a package (its relative imports work), under a name of our own."""
+    name = f"kda_zoo_real_solution_{task}"
+    mod = sys.modules.get(name)
     if mod is None:
-        spec = importlib.util.spec_from_file_location(_NAME, SOLUTION / "__init__.py",
-                                                      submodule_search_locations=[str(SOLUTION)])
+        solution = REPO / "diffusion/kernels" / task / "solution"
+        spec = importlib.util.spec_from_file_location(name, solution / "__init__.py",
+                                                      submodule_search_locations=[str(solution)])
         mod = importlib.util.module_from_spec(spec)
-        sys.modules[_NAME] = mod
+        sys.modules[name] = mod
         spec.loader.exec_module(mod)
     return mod
 
