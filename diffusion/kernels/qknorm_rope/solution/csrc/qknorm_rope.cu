@@ -1,0 +1,250 @@
+// qknorm_rope v2, CUDA: per-head RMSNorm then RoPE, in place on q and k.
+//
+// Work unit: one (token, head) of q or k. A group of D/8 lanes owns a unit and each lane one 16-byte vector of it
+// (8 bf16/fp16 values), so D 64/128/256 uses groups of 8/16/32 lanes and a warp holds 4/2/1 heads. The head's sum of
+// squares is a shuffle reduction inside the group. The cos/sin row of the token is read through the read-only path:
+// the heads of one token sit in neighbouring groups of the same block, so after the first group it is an L1 hit.
+//
+// NeoX halves: element e < R/2 pairs with e + R/2, i.e. the lane R/16 further on at the same slot, so the partner
+// values come from one xor-shuffle per slot (R >= 16); for R <= 8 both halves sit in lane 0 and rotate in registers.
+// Interleaved pairs (2i, 2i+1) always sit inside one lane.
+//
+// U > 1 gives each group U units (heads HPB apart) whose loads are all issued before the first reduction, which
+// doubles the bytes in flight per thread on the large rows. The arithmetic order follows upstream's kernel: x * (rstd *
+// w), then x*cos -/+ partner*sin, rounded once to the storage type.
+#include "qknorm_rope.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kda_qknorm_rope {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 8;  // values per lane: one 16-byte access of a 2-byte type
+
+template <typename T>
+struct Cvt;
+
+template <>
+struct Cvt<__nv_bfloat16> {
+  static __device__ __forceinline__ float2 load2(uint32_t u) {
+    __nv_bfloat162 h;
+    memcpy(&h, &u, 4);
+    return __bfloat1622float2(h);
+  }
+  static __device__ __forceinline__ uint32_t store2(float a, float b) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+};
+
+template <>
+struct Cvt<__half> {
+  static __device__ __forceinline__ float2 load2(uint32_t u) {
+    __half2 h;
+    memcpy(&h, &u, 4);
+    return __half22float2(h);
+  }
+  static __device__ __forceinline__ uint32_t store2(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& r, float (&x)[kVec]) {
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = Cvt<T>::load2(w[j]);
+    x[2 * j] = f.x;
+    x[2 * j + 1] = f.y;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 pack(const float (&x)[kVec]) {
+  return make_uint4(Cvt<T>::store2(x[0], x[1]), Cvt<T>::store2(x[2], x[3]), Cvt<T>::store2(x[4], x[5]),
+                    Cvt<T>::store2(x[6], x[7]));
+}
+
+// n consecutive cache floats (n = 4 or 8); vec4: the address is 16-byte aligned.
+template <int N>
+__device__ __forceinline__ void load_cs(const float* p, bool vec4, float (&v)[N]) {
+  if (vec4) {
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(p) + j);
+      v[4 * j] = f.x;
+      v[4 * j + 1] = f.y;
+      v[4 * j + 2] = f.z;
+      v[4 * j + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) v[j] = __ldg(p + j);
+  }
+}
+
+// NeoX with both halves inside one lane (R = 2 * HALF <= 8).
+template <int HALF>
+__device__ __forceinline__ void neox_in_lane(float (&x)[kVec], const float* cs) {
+#pragma unroll
+  for (int i = 0; i < HALF; ++i) {
+    const float a = x[i], b = x[i + HALF];
+    const float c = __ldg(cs + i), s = __ldg(cs + HALF + i);
+    x[i] = a * c - b * s;
+    x[i + HALF] = b * c + a * s;
+  }
+}
+
+template <typename T, int D, bool NEOX, int U>
+__global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_constant__ Params p) {
+  constexpr int LPH = D / kVec;         // lanes per head
+  constexpr int HPB = kThreads / LPH;   // heads per block and pass
+  const int lane = threadIdx.x % LPH;
+  const int warp_lane = threadIdx.x % 32;
+  const unsigned mask = LPH == 32 ? 0xffffffffu : (((1u << LPH) - 1u) << (warp_lane & ~(LPH - 1)));
+  const int H = p.hq + p.hk;
+  const int64_t total = static_cast<int64_t>(p.n_tokens) * H;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * HPB * U + threadIdx.x / LPH;
+
+  uint4 raw[U];
+  T* ptr[U];
+  const T* wptr[U];
+  int tok[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t unit = first + static_cast<int64_t>(u) * HPB;
+    tok[u] = -1;
+    if (unit < total) {
+      const int t = static_cast<int>(unit / H);
+      const int h = static_cast<int>(unit - static_cast<int64_t>(t) * H);
+      tok[u] = t;
+      if (h < p.hq) {
+        ptr[u] = static_cast<T*>(p.q) + t * p.q_tok + h * p.q_head;
+        wptr[u] = static_cast<const T*>(p.q_weight);
+      } else {
+        ptr[u] = static_cast<T*>(p.k) + t * p.k_tok + (h - p.hq) * p.k_head;
+        wptr[u] = static_cast<const T*>(p.k_weight);
+      }
+      raw[u] = *reinterpret_cast<const uint4*>(ptr[u] + lane * kVec);
+    }
+  }
+
+  const int R = p.rope_dim;
+  const int half = R / 2;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (tok[u] < 0) continue;  // uniform across the lanes of a group: the shuffles below stay inside it
+    float x[kVec];
+    unpack<T>(raw[u], x);
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) ss += x[i] * x[i];
+#pragma unroll
+    for (int o = LPH / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(mask, ss, o);
+    const float rstd = rsqrtf(ss / static_cast<float>(D) + p.eps);
+    float w[kVec];
+    unpack<T>(__ldg(reinterpret_cast<const uint4*>(wptr[u] + lane * kVec)), w);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) x[i] *= rstd * w[i];
+
+    const int64_t pos = p.pos_is_int32
+                            ? static_cast<int64_t>(__ldg(static_cast<const int*>(p.positions) + tok[u] * p.pos_stride))
+                            : __ldg(static_cast<const long long*>(p.positions) + tok[u] * p.pos_stride);
+    const float* cs = p.cos_sin + pos * p.cs_row;
+    if constexpr (NEOX) {
+      if (R >= 2 * kVec) {
+        const int hl = R / (2 * kVec);  // lanes per half, a power of two
+        float px[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) px[i] = __shfl_xor_sync(mask, x[i], hl);
+        if (lane < 2 * hl) {
+          const int c0 = (lane & (hl - 1)) * kVec;
+          float c[kVec], s[kVec];
+          load_cs<kVec>(cs + c0, p.cs_vec4, c);
+          load_cs<kVec>(cs + half + c0, p.cs_vec4, s);
+          if (lane < hl) {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) x[i] = x[i] * c[i] - px[i] * s[i];
+          } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) x[i] = x[i] * c[i] + px[i] * s[i];
+          }
+        }
+      } else if (lane == 0) {
+        if (R == 8) neox_in_lane<4>(x, cs);
+        else if (R == 4) neox_in_lane<2>(x, cs);
+        else if (R == 2) neox_in_lane<1>(x, cs);
+      }
+    } else {
+      const int p0 = lane * (kVec / 2);  // first pair index this lane holds
+      if (p0 < half) {
+        float c[kVec / 2], s[kVec / 2];
+        if (p0 + kVec / 2 <= half) {
+          load_cs<kVec / 2>(cs + p0, p.cs_vec4, c);
+          load_cs<kVec / 2>(cs + half + p0, p.cs_vec4, s);
+        } else {  // partial rotary ends inside this lane: the pairs past R/2 keep cos 1, sin 0
+#pragma unroll
+          for (int j = 0; j < kVec / 2; ++j) {
+            const bool rot = p0 + j < half;
+            c[j] = rot ? __ldg(cs + p0 + j) : 1.f;
+            s[j] = rot ? __ldg(cs + half + p0 + j) : 0.f;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kVec / 2; ++j) {
+          const float a = x[2 * j], b = x[2 * j + 1];
+          x[2 * j] = a * c[j] - b * s[j];
+          x[2 * j + 1] = b * c[j] + a * s[j];
+        }
+      }
+    }
+    *reinterpret_cast<uint4*>(ptr[u] + lane * kVec) = pack<T>(x);
+  }
+}
+
+int g_units_override = 0;
+
+template <typename T, int D, bool NEOX>
+cudaError_t launch_typed(const Params& p, cudaStream_t stream) {
+  constexpr int HPB = kThreads / (D / kVec);
+  const int64_t total = static_cast<int64_t>(p.n_tokens) * (p.hq + p.hk);
+  // Two heads per group once there are enough of them to fill every SM several times over with half the blocks;
+  // below that, one head per group keeps more blocks (and SMs) busy.
+  int units = total >= static_cast<int64_t>(HPB) * 2 * p.sm_count * 8 ? 2 : 1;
+  if (g_units_override) units = g_units_override;
+  const int64_t blocks = (total + HPB * units - 1) / (HPB * units);
+  if (units == 2)
+    qknorm_rope_kernel<T, D, NEOX, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  else
+    qknorm_rope_kernel<T, D, NEOX, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_dtype(const Params& p, int head_dim, bool neox, cudaStream_t stream) {
+  switch (head_dim) {
+    case 64: return neox ? launch_typed<T, 64, true>(p, stream) : launch_typed<T, 64, false>(p, stream);
+    case 128: return neox ? launch_typed<T, 128, true>(p, stream) : launch_typed<T, 128, false>(p, stream);
+    case 256: return neox ? launch_typed<T, 256, true>(p, stream) : launch_typed<T, 256, false>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+void set_units_override(int units) { g_units_override = units; }
+
+cudaError_t launch(const Params& p, DType dtype, int head_dim, bool neox, cudaStream_t stream) {
+  return dtype == DType::kBF16 ? launch_dtype<__nv_bfloat16>(p, head_dim, neox, stream)
+                               : launch_dtype<__half>(p, head_dim, neox, stream);
+}
+
+}  // namespace kda_qknorm_rope
