@@ -12,16 +12,6 @@
 
 namespace {
 
-// Multiprocessor count per device, read once (the grid heuristic needs it on every call).
-int sm_count(int device) {
-  static int cache[64] = {0};
-  int& n = cache[device & 63];
-  if (n == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-  }
-  return n;
-}
-
 bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 // A stride matters only along a dimension of more than one element.
@@ -64,6 +54,7 @@ bool qknorm_rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_w
                         cos_sin_cache.device() == dev && positions.device() == dev,
                     "every tensor must be on q's CUDA device ", dev);
   if (n == 0) return true;
+  TORCH_CHECK_VALUE(n * (q.size(1) + k.size(1)) < (int64_t{1} << 31), "N * (Hq + Hk) must stay below 2^31");
   // 16 bytes = 8 values of a 2-byte type: every head (and weight) must start on a 16-byte boundary.
   const bool vector_layout = q.stride(2) == 1 && k.stride(2) == 1 && q_weight.stride(0) == 1 &&
                              k_weight.stride(0) == 1 && cos_sin_cache.stride(1) == 1 && aligned16(q) &&
@@ -94,7 +85,6 @@ bool qknorm_rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_w
 
   c10::cuda::OptionalCUDAGuard guard;
   if (dev.index() != c10::cuda::current_device()) guard.set_index(dev.index());
-  p.sm_count = sm_count(dev.index());
   const auto dtype = st == at::kBFloat16 ? kda_qknorm_rope::DType::kBF16 : kda_qknorm_rope::DType::kFP16;
   const cudaError_t err =
       kda_qknorm_rope::launch(p, dtype, static_cast<int>(d), is_neox, c10::cuda::getCurrentCUDAStream().stream());
@@ -106,5 +96,4 @@ bool qknorm_rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_w
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("qknorm_rope", &qknorm_rope, "fused per-head RMSNorm + RoPE in place on q and k; False: layout not handled");
-  m.def("set_units_override", &kda_qknorm_rope::set_units_override, "development only: heads per lane group (0: auto)");
 }

@@ -9,9 +9,9 @@
 // values come from one xor-shuffle per slot (R >= 16); for R <= 8 both halves sit in lane 0 and rotate in registers.
 // Interleaved pairs (2i, 2i+1) always sit inside one lane.
 //
-// U > 1 gives each group U units (heads HPB apart) whose loads are all issued before the first reduction, which
-// doubles the bytes in flight per thread on the large rows. The arithmetic order follows upstream's kernel: x * (rstd *
-// w), then x*cos -/+ partner*sin, rounded once to the storage type.
+// One head per lane group: two heads per group (all loads issued before the first reduction) measured 1-3% slower on
+// every production row of 4K tokens and more (H200, a units-per-group sweep of 2e9688d). The arithmetic order
+// follows upstream's kernel: x * (rstd * w), then x*cos -/+ partner*sin, rounded once to the storage type.
 #include "qknorm_rope.h"
 
 #include <cuda_bf16.h>
@@ -103,47 +103,39 @@ __device__ __forceinline__ void neox_in_lane(float (&x)[kVec], const float* cs) 
   }
 }
 
-template <typename T, int D, bool NEOX, int U>
-__global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_constant__ Params p) {
+// 8 blocks of 256 threads per SM (32 registers) for interleaved rows: the first build ran at 40 registers and 70%
+// occupancy where upstream's kernel holds 100%; NeoX keeps a partner and cos/sin vector per lane, and at 32 registers
+// it spilled, so it gets 6 blocks (40 registers).
+template <typename T, int D, bool NEOX>
+__global__ void __launch_bounds__(kThreads, NEOX ? 6 : 8) qknorm_rope_kernel(const __grid_constant__ Params p) {
   constexpr int LPH = D / kVec;         // lanes per head
-  constexpr int HPB = kThreads / LPH;   // heads per block and pass
+  constexpr int HPB = kThreads / LPH;   // heads per block
   const int lane = threadIdx.x % LPH;
   const int warp_lane = threadIdx.x % 32;
   const unsigned mask = LPH == 32 ? 0xffffffffu : (((1u << LPH) - 1u) << (warp_lane & ~(LPH - 1)));
-  const int H = p.hq + p.hk;
-  const int64_t total = static_cast<int64_t>(p.n_tokens) * H;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * HPB * U + threadIdx.x / LPH;
-
-  uint4 raw[U];
-  T* ptr[U];
-  const T* wptr[U];
-  int tok[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t unit = first + static_cast<int64_t>(u) * HPB;
-    tok[u] = -1;
-    if (unit < total) {
-      const int t = static_cast<int>(unit / H);
-      const int h = static_cast<int>(unit - static_cast<int64_t>(t) * H);
-      tok[u] = t;
-      if (h < p.hq) {
-        ptr[u] = static_cast<T*>(p.q) + t * p.q_tok + h * p.q_head;
-        wptr[u] = static_cast<const T*>(p.q_weight);
-      } else {
-        ptr[u] = static_cast<T*>(p.k) + t * p.k_tok + (h - p.hq) * p.k_head;
-        wptr[u] = static_cast<const T*>(p.k_weight);
-      }
-      raw[u] = *reinterpret_cast<const uint4*>(ptr[u] + lane * kVec);
-    }
+  // 32-bit unit arithmetic (the host checks N * (Hq + Hk) < 2^31): a 64-bit division per head made v2's first
+  // build SM-bound (64% of SM peak against 54% of DRAM peak on flux2_image_n4096_h48, H200).
+  const unsigned H = static_cast<unsigned>(p.hq + p.hk);
+  const unsigned unit = blockIdx.x * HPB + threadIdx.x / LPH;
+  if (unit >= static_cast<unsigned>(p.n_tokens) * H) return;  // a whole lane group leaves together
+  const int t = static_cast<int>(unit / H);
+  const int h = static_cast<int>(unit - static_cast<unsigned>(t) * H);
+  T* ptr;
+  const T* wptr;
+  if (h < p.hq) {
+    ptr = static_cast<T*>(p.q) + t * p.q_tok + h * p.q_head;
+    wptr = static_cast<const T*>(p.q_weight);
+  } else {
+    ptr = static_cast<T*>(p.k) + t * p.k_tok + (h - p.hq) * p.k_head;
+    wptr = static_cast<const T*>(p.k_weight);
   }
+  const uint4 raw = *reinterpret_cast<const uint4*>(ptr + lane * kVec);
 
   const int R = p.rope_dim;
   const int half = R / 2;
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    if (tok[u] < 0) continue;  // uniform across the lanes of a group: the shuffles below stay inside it
+  {
     float x[kVec];
-    unpack<T>(raw[u], x);
+    unpack<T>(raw, x);
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) ss += x[i] * x[i];
@@ -151,13 +143,13 @@ __global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_cons
     for (int o = LPH / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(mask, ss, o);
     const float rstd = rsqrtf(ss / static_cast<float>(D) + p.eps);
     float w[kVec];
-    unpack<T>(__ldg(reinterpret_cast<const uint4*>(wptr[u] + lane * kVec)), w);
+    unpack<T>(__ldg(reinterpret_cast<const uint4*>(wptr + lane * kVec)), w);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) x[i] *= rstd * w[i];
 
     const int64_t pos = p.pos_is_int32
-                            ? static_cast<int64_t>(__ldg(static_cast<const int*>(p.positions) + tok[u] * p.pos_stride))
-                            : __ldg(static_cast<const long long*>(p.positions) + tok[u] * p.pos_stride);
+                            ? static_cast<int64_t>(__ldg(static_cast<const int*>(p.positions) + t * p.pos_stride))
+                            : __ldg(static_cast<const long long*>(p.positions) + t * p.pos_stride);
     const float* cs = p.cos_sin + pos * p.cs_row;
     if constexpr (NEOX) {
       if (R >= 2 * kVec) {
@@ -206,25 +198,16 @@ __global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_cons
         }
       }
     }
-    *reinterpret_cast<uint4*>(ptr[u] + lane * kVec) = pack<T>(x);
+    *reinterpret_cast<uint4*>(ptr + lane * kVec) = pack<T>(x);
   }
 }
-
-int g_units_override = 0;
 
 template <typename T, int D, bool NEOX>
 cudaError_t launch_typed(const Params& p, cudaStream_t stream) {
   constexpr int HPB = kThreads / (D / kVec);
   const int64_t total = static_cast<int64_t>(p.n_tokens) * (p.hq + p.hk);
-  // Two heads per group once there are enough of them to fill every SM several times over with half the blocks;
-  // below that, one head per group keeps more blocks (and SMs) busy.
-  int units = total >= static_cast<int64_t>(HPB) * 2 * p.sm_count * 8 ? 2 : 1;
-  if (g_units_override) units = g_units_override;
-  const int64_t blocks = (total + HPB * units - 1) / (HPB * units);
-  if (units == 2)
-    qknorm_rope_kernel<T, D, NEOX, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
-  else
-    qknorm_rope_kernel<T, D, NEOX, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  const int64_t blocks = (total + HPB - 1) / HPB;
+  qknorm_rope_kernel<T, D, NEOX><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -239,8 +222,6 @@ cudaError_t launch_dtype(const Params& p, int head_dim, bool neox, cudaStream_t 
 }
 
 }  // namespace
-
-void set_units_override(int units) { g_units_override = units; }
 
 cudaError_t launch(const Params& p, DType dtype, int head_dim, bool neox, cudaStream_t stream) {
   return dtype == DType::kBF16 ? launch_dtype<__nv_bfloat16>(p, head_dim, neox, stream)

@@ -23,14 +23,10 @@ struct Params {
   int rope_dim;            // R: even, <= D (NeoX: a power of two)
   int pos_is_int32;
   int cs_vec4;             // 1 when every cos/sin read of 4 floats is 16-byte aligned
-  int sm_count;            // multiprocessors of the device: sizes the grid
   float eps;
 };
 
 // Returns the launch status (cudaSuccess when the kernel was queued on `stream`).
 cudaError_t launch(const Params& p, DType dtype, int head_dim, bool neox, cudaStream_t stream);
-
-// Development only (scripts/qknorm_rope_units.py): force 1 or 2 heads per lane group; 0 restores the heuristic.
-void set_units_override(int units);
 
 }  // namespace kda_qknorm_rope

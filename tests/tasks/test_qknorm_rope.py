@@ -1,0 +1,68 @@
+"""qknorm_rope task folder: the v2 candidate's CUDA sources and its dispatch. The Triton general path is checked
+against the oracle by the CPU gate (tests/test_cpu_gate.py); the CUDA kernel runs only on a GPU, so here it is
+compiled for Hopper when nvcc is present (no spills, no stack frame) and its build cache is checked to follow the
+sources."""
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kda.task import Task
+
+TASK = Task.load("qknorm_rope")
+SOLUTION = TASK.load_solution()
+CUDA_EXT = sys.modules[SOLUTION.__name__ + ".cuda_ext"]
+
+
+def test_every_source_of_the_extension_is_hashed_and_counted_as_solution_code():
+    names = {p.name for p in TASK.solution_files()}
+    assert set(CUDA_EXT.SOURCES) <= names  # provenance hashes every file the build reads
+    assert all((CUDA_EXT.CSRC / s).is_file() for s in CUDA_EXT.SOURCES)
+
+
+def test_module_name_follows_the_sources(tmp_path, monkeypatch):
+    for s in CUDA_EXT.SOURCES:
+        (tmp_path / s).write_bytes((CUDA_EXT.CSRC / s).read_bytes())
+    monkeypatch.setattr(CUDA_EXT, "CSRC", tmp_path)
+    before = CUDA_EXT.module_name()
+    assert re.fullmatch(r"kda_qknorm_rope_[0-9a-f]{12}", before)
+    (tmp_path / "qknorm_rope.cu").write_text((tmp_path / "qknorm_rope.cu").read_text() + "\n// edited\n")
+    assert CUDA_EXT.module_name() != before
+
+
+def test_build_dir_honours_torch_extensions_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    assert CUDA_EXT.build_dir("x") == tmp_path / "x" and (tmp_path / "x").is_dir()
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
+    assert CUDA_EXT.build_dir("y").parent.parts[-2:] == (".kda-cache", "torch-ext")
+
+
+def test_cpu_tensors_take_the_triton_path_and_never_build_the_extension(monkeypatch):
+    def refuse():
+        raise AssertionError("the CUDA extension was asked for with CPU tensors")
+
+    seen = []
+    impl = sys.modules[SOLUTION.__name__ + ".qknorm_rope"]
+    monkeypatch.setattr(CUDA_EXT, "load", refuse)
+    monkeypatch.setattr(impl, "_triton_qknorm_rope", lambda *a, **kw: seen.append((a, kw)))
+    q, k = torch.zeros(5, 8, 128, dtype=torch.bfloat16), torch.zeros(5, 2, 128, dtype=torch.bfloat16)
+    w, cache, pos = torch.ones(128, dtype=torch.bfloat16), torch.zeros(5, 64), torch.arange(5)
+    assert SOLUTION.fused_inplace_qknorm_rope(q, k, w, w, cache, pos, is_neox=True, eps=1e-5, rope_dim=64) is None
+    (args, kw), = seen
+    assert args[0] is q and args[1] is k and args[4] is cache
+    assert kw == {"is_neox": True, "eps": 1e-5, "head_dim": 0, "rope_dim": 64}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed on this machine")
+def test_cuda_kernel_compiles_for_hopper_without_spills(tmp_path):
+    res = subprocess.run(["nvcc", "-std=c++17", "-O3", "-gencode=arch=compute_90,code=sm_90", "-Xptxas", "-v",
+                          "-c", str(CUDA_EXT.CSRC / "qknorm_rope.cu"), "-o", str(tmp_path / "k.o")],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    report = res.stderr
+    # 3 head sizes x 2 rotary styles x 2 dtypes
+    assert len(re.findall(r"Compiling entry function", report)) == 12, report[-2000:]
+    assert not re.search(r"[1-9]\d* bytes (spill|stack)", report), report
