@@ -54,7 +54,7 @@ bool qknorm_rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_w
                         cos_sin_cache.device() == dev && positions.device() == dev,
                     "every tensor must be on q's CUDA device ", dev);
   if (n == 0) return true;
-  TORCH_CHECK_VALUE(n * (q.size(1) + k.size(1)) < (int64_t{1} << 31), "N * (Hq + Hk) must stay below 2^31");
+  TORCH_CHECK_VALUE(n < (int64_t{1} << 31), "N must stay below 2^31 (one block per token)");
   // 16 bytes = 8 values of a 2-byte type: every head (and weight) must start on a 16-byte boundary.
   const bool vector_layout = q.stride(2) == 1 && k.stride(2) == 1 && q_weight.stride(0) == 1 &&
                              k_weight.stride(0) == 1 && cos_sin_cache.stride(1) == 1 && aligned16(q) &&

@@ -1,17 +1,16 @@
 // qknorm_rope v2, CUDA: per-head RMSNorm then RoPE, in place on q and k.
 //
-// Work unit: one (token, head) of q or k. A group of D/8 lanes owns a unit and each lane one 16-byte vector of it
-// (8 bf16/fp16 values), so D 64/128/256 uses groups of 8/16/32 lanes and a warp holds 4/2/1 heads. The head's sum of
-// squares is a shuffle reduction inside the group. The cos/sin row of the token is read through the read-only path:
-// the heads of one token sit in neighbouring groups of the same block, so after the first group it is an L1 hit.
+// A group of D/8 lanes owns a head and each lane one 16-byte vector of it (8 bf16/fp16 values), so D 64/128/256
+// uses groups of 8/16/32 lanes and a warp holds 4/2/1 heads. The head's sum of squares is a shuffle reduction inside
+// the group. A block owns one token, so the position, the cos/sin row and the weights are read once per thread and
+// reused for every head that thread holds.
 //
 // NeoX halves: element e < R/2 pairs with e + R/2, i.e. the lane R/16 further on at the same slot, so the partner
 // values come from one xor-shuffle per slot (R >= 16); for R <= 8 both halves sit in lane 0 and rotate in registers.
 // Interleaved pairs (2i, 2i+1) always sit inside one lane.
 //
-// One head per lane group: two heads per group (all loads issued before the first reduction) measured 1-3% slower on
-// every production row of 4K tokens and more (H200, a units-per-group sweep of 2e9688d). The arithmetic order
-// follows upstream's kernel: x * (rstd * w), then x*cos -/+ partner*sin, rounded once to the storage type.
+// The arithmetic order follows upstream's kernel: x * (rstd * w), then x*cos -/+ partner*sin, rounded once to the
+// storage type.
 #include "qknorm_rope.h"
 
 #include <cuda_bf16.h>
@@ -26,18 +25,20 @@ constexpr int kVec = 8;  // values per lane: one 16-byte access of a 2-byte type
 template <typename T>
 struct Cvt;
 
+// bf16 -> fp32 is the 16 bits moved to the top of the word (exact); memcpy through a __nv_bfloat162 left a 32-byte
+// stack frame in every bf16 kernel.
 template <>
 struct Cvt<__nv_bfloat16> {
   static __device__ __forceinline__ float2 load2(uint32_t u) {
-    __nv_bfloat162 h;
-    memcpy(&h, &u, 4);
-    return __bfloat1622float2(h);
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
   }
   static __device__ __forceinline__ uint32_t store2(float a, float b) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
+    union {
+      __nv_bfloat162 h;
+      uint32_t u;
+    } v;
+    v.h = __floats2bfloat162_rn(a, b);
+    return v.u;
   }
 };
 
@@ -103,39 +104,83 @@ __device__ __forceinline__ void neox_in_lane(float (&x)[kVec], const float* cs) 
   }
 }
 
-// 8 blocks of 256 threads per SM (32 registers) for interleaved rows: the first build ran at 40 registers and 70%
-// occupancy where upstream's kernel holds 100%; NeoX keeps a partner and cos/sin vector per lane, and at 32 registers
-// it spilled, so it gets 6 blocks (40 registers).
-template <typename T, int D, bool NEOX>
-__global__ void __launch_bounds__(kThreads, NEOX ? 6 : 8) qknorm_rope_kernel(const __grid_constant__ Params p) {
-  constexpr int LPH = D / kVec;         // lanes per head
-  constexpr int HPB = kThreads / LPH;   // heads per block
+template <typename T>
+__device__ __forceinline__ T* head_ptr(const Params& p, int t, int h) {
+  return h < p.hq ? static_cast<T*>(p.q) + t * p.q_tok + h * p.q_head
+                  : static_cast<T*>(p.k) + t * p.k_tok + (h - p.hq) * p.k_head;
+}
+
+// A block owns one token (blockIdx.x) and up to G * U of its Hq + Hk heads (blockIdx.y); lane group g takes heads
+// g, g + G, ... Every DRAM load of a thread (U head vectors) is issued before the first reduction, and the token's
+// position, cos/sin and both weights are read once per thread, not once per head. The first CUDA build (one head
+// per group, everything reloaded per head) stalled on long scoreboard at 58% of DRAM peak with one 16-byte load in
+// flight per thread (flux2_image_n4096_h48, H200, ncu). 4 blocks of 256 threads per SM leave 64 registers, enough for
+// four heads per thread without spills; NeoX holds twice the cos/sin values and gets 3 blocks.
+template <typename T, int D, bool NEOX, int U>
+__global__ void __launch_bounds__(kThreads, NEOX ? 3 : 4) qknorm_rope_kernel(const __grid_constant__ Params p) {
+  constexpr int LPH = D / kVec;        // lanes per head
+  constexpr int G = kThreads / LPH;    // lane groups per block
+  constexpr int CS = NEOX ? kVec : kVec / 2;  // cos (and sin) values a lane needs
   const int lane = threadIdx.x % LPH;
   const int warp_lane = threadIdx.x % 32;
   const unsigned mask = LPH == 32 ? 0xffffffffu : (((1u << LPH) - 1u) << (warp_lane & ~(LPH - 1)));
-  // 32-bit unit arithmetic (the host checks N * (Hq + Hk) < 2^31): a 64-bit division per head made v2's first
-  // build SM-bound (64% of SM peak against 54% of DRAM peak on flux2_image_n4096_h48, H200).
-  const unsigned H = static_cast<unsigned>(p.hq + p.hk);
-  const unsigned unit = blockIdx.x * HPB + threadIdx.x / LPH;
-  if (unit >= static_cast<unsigned>(p.n_tokens) * H) return;  // a whole lane group leaves together
-  const int t = static_cast<int>(unit / H);
-  const int h = static_cast<int>(unit - static_cast<unsigned>(t) * H);
-  T* ptr;
-  const T* wptr;
-  if (h < p.hq) {
-    ptr = static_cast<T*>(p.q) + t * p.q_tok + h * p.q_head;
-    wptr = static_cast<const T*>(p.q_weight);
-  } else {
-    ptr = static_cast<T*>(p.k) + t * p.k_tok + (h - p.hq) * p.k_head;
-    wptr = static_cast<const T*>(p.k_weight);
-  }
-  const uint4 raw = *reinterpret_cast<const uint4*>(ptr + lane * kVec);
+  const int t = blockIdx.x;
+  const int H = p.hq + p.hk;
+  const int h0 = blockIdx.y * (G * U) + threadIdx.x / LPH;
 
+  uint4 raw[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int h = h0 + u * G;
+    if (h < H) raw[u] = *reinterpret_cast<const uint4*>(head_ptr<T>(p, t, h) + lane * kVec);
+  }
+  if (h0 >= H) return;  // a whole lane group leaves together
+  const uint4 qwr = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.q_weight) + lane * kVec));
+  const uint4 kwr = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.k_weight) + lane * kVec));
+  const int64_t pos = p.pos_is_int32
+                          ? static_cast<int64_t>(__ldg(static_cast<const int*>(p.positions) + t * p.pos_stride))
+                          : __ldg(static_cast<const long long*>(p.positions) + t * p.pos_stride);
+  const float* cs = p.cos_sin + pos * p.cs_row;
   const int R = p.rope_dim;
   const int half = R / 2;
-  {
+
+  // This lane's cos/sin values. NeoX (R >= 16): the lane's 8 slots; interleaved: its 4 pairs (cos 1, sin 0 past
+  // R/2, so a partial rotary leaves those pairs normalised only).
+  float c[CS] = {}, s[CS] = {};
+  bool rotates;
+  int hl = 0;  // NeoX: lanes per half, a power of two
+  if constexpr (NEOX) {
+    hl = R / (2 * kVec);
+    rotates = R >= 2 * kVec && lane < 2 * hl;
+    if (rotates) {
+      const int c0 = (lane & (hl - 1)) * kVec;
+      load_cs<kVec>(cs + c0, p.cs_vec4, c);
+      load_cs<kVec>(cs + half + c0, p.cs_vec4, s);
+    }
+  } else {
+    const int p0 = lane * (kVec / 2);  // first pair index this lane holds
+    rotates = p0 < half;
+    if (rotates) {
+      if (p0 + kVec / 2 <= half) {
+        load_cs<kVec / 2>(cs + p0, p.cs_vec4, c);
+        load_cs<kVec / 2>(cs + half + p0, p.cs_vec4, s);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec / 2; ++j) {
+          const bool rot = p0 + j < half;
+          c[j] = rot ? __ldg(cs + p0 + j) : 1.f;
+          s[j] = rot ? __ldg(cs + half + p0 + j) : 0.f;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int h = h0 + u * G;
+    if (h >= H) break;  // uniform across the lanes of a group: the shuffles below stay inside it
     float x[kVec];
-    unpack<T>(raw, x);
+    unpack<T>(raw[u], x);
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) ss += x[i] * x[i];
@@ -143,25 +188,16 @@ __global__ void __launch_bounds__(kThreads, NEOX ? 6 : 8) qknorm_rope_kernel(con
     for (int o = LPH / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(mask, ss, o);
     const float rstd = rsqrtf(ss / static_cast<float>(D) + p.eps);
     float w[kVec];
-    unpack<T>(__ldg(reinterpret_cast<const uint4*>(wptr + lane * kVec)), w);
+    unpack<T>(h < p.hq ? qwr : kwr, w);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) x[i] *= rstd * w[i];
 
-    const int64_t pos = p.pos_is_int32
-                            ? static_cast<int64_t>(__ldg(static_cast<const int*>(p.positions) + t * p.pos_stride))
-                            : __ldg(static_cast<const long long*>(p.positions) + t * p.pos_stride);
-    const float* cs = p.cos_sin + pos * p.cs_row;
     if constexpr (NEOX) {
       if (R >= 2 * kVec) {
-        const int hl = R / (2 * kVec);  // lanes per half, a power of two
         float px[kVec];
 #pragma unroll
         for (int i = 0; i < kVec; ++i) px[i] = __shfl_xor_sync(mask, x[i], hl);
-        if (lane < 2 * hl) {
-          const int c0 = (lane & (hl - 1)) * kVec;
-          float c[kVec], s[kVec];
-          load_cs<kVec>(cs + c0, p.cs_vec4, c);
-          load_cs<kVec>(cs + half + c0, p.cs_vec4, s);
+        if (rotates) {
           if (lane < hl) {
 #pragma unroll
             for (int i = 0; i < kVec; ++i) x[i] = x[i] * c[i] - px[i] * s[i];
@@ -175,39 +211,31 @@ __global__ void __launch_bounds__(kThreads, NEOX ? 6 : 8) qknorm_rope_kernel(con
         else if (R == 4) neox_in_lane<2>(x, cs);
         else if (R == 2) neox_in_lane<1>(x, cs);
       }
-    } else {
-      const int p0 = lane * (kVec / 2);  // first pair index this lane holds
-      if (p0 < half) {
-        float c[kVec / 2], s[kVec / 2];
-        if (p0 + kVec / 2 <= half) {
-          load_cs<kVec / 2>(cs + p0, p.cs_vec4, c);
-          load_cs<kVec / 2>(cs + half + p0, p.cs_vec4, s);
-        } else {  // partial rotary ends inside this lane: the pairs past R/2 keep cos 1, sin 0
+    } else if (rotates) {
 #pragma unroll
-          for (int j = 0; j < kVec / 2; ++j) {
-            const bool rot = p0 + j < half;
-            c[j] = rot ? __ldg(cs + p0 + j) : 1.f;
-            s[j] = rot ? __ldg(cs + half + p0 + j) : 0.f;
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kVec / 2; ++j) {
-          const float a = x[2 * j], b = x[2 * j + 1];
-          x[2 * j] = a * c[j] - b * s[j];
-          x[2 * j + 1] = b * c[j] + a * s[j];
-        }
+      for (int j = 0; j < kVec / 2; ++j) {
+        const float a = x[2 * j], b = x[2 * j + 1];
+        x[2 * j] = a * c[j] - b * s[j];
+        x[2 * j + 1] = b * c[j] + a * s[j];
       }
     }
-    *reinterpret_cast<uint4*>(ptr + lane * kVec) = pack<T>(x);
+    *reinterpret_cast<uint4*>(head_ptr<T>(p, t, h) + lane * kVec) = pack<T>(x);
   }
 }
 
 template <typename T, int D, bool NEOX>
 cudaError_t launch_typed(const Params& p, cudaStream_t stream) {
-  constexpr int HPB = kThreads / (D / kVec);
-  const int64_t total = static_cast<int64_t>(p.n_tokens) * (p.hq + p.hk);
-  const int64_t blocks = (total + HPB - 1) / HPB;
-  qknorm_rope_kernel<T, D, NEOX><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  constexpr int G = kThreads / (D / kVec);
+  const int H = p.hq + p.hk;
+  const int need = (H + G - 1) / G;  // heads per lane group if one block took the whole token
+  const int units = need <= 1 ? 1 : need <= 2 ? 2 : 4;
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((H + G * units - 1) / (G * units)));
+  if (units == 1)
+    qknorm_rope_kernel<T, D, NEOX, 1><<<grid, kThreads, 0, stream>>>(p);
+  else if (units == 2)
+    qknorm_rope_kernel<T, D, NEOX, 2><<<grid, kThreads, 0, stream>>>(p);
+  else
+    qknorm_rope_kernel<T, D, NEOX, 4><<<grid, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
