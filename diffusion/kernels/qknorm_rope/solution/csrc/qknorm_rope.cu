@@ -19,7 +19,7 @@
 namespace kda_qknorm_rope {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 constexpr int kVec = 8;  // values per lane: one 16-byte access of a 2-byte type
 
 template <typename T>
@@ -114,10 +114,11 @@ __device__ __forceinline__ T* head_ptr(const Params& p, int t, int h) {
 // g, g + G, ... Every DRAM load of a thread (U head vectors) is issued before the first reduction, and the token's
 // position, cos/sin and both weights are read once per thread, not once per head. The first CUDA build (one head
 // per group, everything reloaded per head) stalled on long scoreboard at 58% of DRAM peak with one 16-byte load in
-// flight per thread (flux2_image_n4096_h48, H200, ncu). 4 blocks of 256 threads per SM leave 64 registers, enough for
-// four heads per thread without spills; NeoX holds twice the cos/sin values and gets 3 blocks.
+// flight per thread (flux2_image_n4096_h48, H200, ncu). With 256 threads and up to 4 heads per thread (v2c) the
+// same row still ran at 2.8 TB/s against the Triton v1 kernel's 3.5 (8 head vectors per thread in flight), so a
+// block is 128 threads and a thread holds up to 8 heads.
 template <typename T, int D, bool NEOX, int U>
-__global__ void __launch_bounds__(kThreads, NEOX ? 3 : 4) qknorm_rope_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_constant__ Params p) {
   constexpr int LPH = D / kVec;        // lanes per head
   constexpr int G = kThreads / LPH;    // lane groups per block
   constexpr int CS = NEOX ? kVec : kVec / 2;  // cos (and sin) values a lane needs
@@ -227,15 +228,17 @@ template <typename T, int D, bool NEOX>
 cudaError_t launch_typed(const Params& p, cudaStream_t stream) {
   constexpr int G = kThreads / (D / kVec);
   const int H = p.hq + p.hk;
-  const int need = (H + G - 1) / G;  // heads per lane group if one block took the whole token
-  const int units = need <= 1 ? 1 : need <= 2 ? 2 : 4;
+  const int need = (H + G - 1) / G;       // heads per lane group if one block took the whole token
+  const int by = (need + 7) / 8;          // blocks per token: at most 8 heads per group
+  const int per = (need + by - 1) / by;   // heads per group in each of them
+  const int units = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 8;
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((H + G * units - 1) / (G * units)));
-  if (units == 1)
-    qknorm_rope_kernel<T, D, NEOX, 1><<<grid, kThreads, 0, stream>>>(p);
-  else if (units == 2)
-    qknorm_rope_kernel<T, D, NEOX, 2><<<grid, kThreads, 0, stream>>>(p);
-  else
-    qknorm_rope_kernel<T, D, NEOX, 4><<<grid, kThreads, 0, stream>>>(p);
+  switch (units) {
+    case 1: qknorm_rope_kernel<T, D, NEOX, 1><<<grid, kThreads, 0, stream>>>(p); break;
+    case 2: qknorm_rope_kernel<T, D, NEOX, 2><<<grid, kThreads, 0, stream>>>(p); break;
+    case 4: qknorm_rope_kernel<T, D, NEOX, 4><<<grid, kThreads, 0, stream>>>(p); break;
+    default: qknorm_rope_kernel<T, D, NEOX, 8><<<grid, kThreads, 0, stream>>>(p); break;
+  }
   return cudaGetLastError();
 }
 
