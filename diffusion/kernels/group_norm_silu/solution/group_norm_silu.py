@@ -1,4 +1,4 @@
-"""Candidate v3 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v2 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -26,20 +26,7 @@ Design:
   pass left in L2 is re-read from there. Outcome (H200, d12926e): graph_us 1.714x -> 1.794x, but device_us 1.606x ->
   1.444x: the split path's host cost (~80 us per call) now showed on the mid-size rows it took over.
 - v2: launch plans and the split path's workspace layout are built once per input signature; one allocation per
-  call for the partials. H200 (1f60455): 1.951x device_us, but the large contiguous rows stayed at 2.1-2.5 TB/s
-  counting bytes once: the split path reads x twice (ncu on [1, 256, 17, 256, 256]: 1.69 GB of DRAM traffic for
-  1.14 GB counted, DRAM at 82% of peak), and [1, 128, 17, 256, 256] lost to upstream (0.951x).
-- v3: a streaming path for rows whose x is at least twice the L2 and whose groups are channel-slow (contiguous and
-  similar layouts; a group is CPG runs along s). One persistent kernel (up to 7 programs per SM) takes work items
-  by an atomic ticket: statistics tiles in group order, and apply tile j issued right after statistics tile
-  j + LAG, with LAG = one group plus half the tiles in flight (capped so those LAG tiles take at most 45% of the
-  L2). The apply pass thus re-reads x from L2: DRAM traffic 2 units instead of 3. A group's last statistics tile
-  to arrive merges its partials and raises a ready flag; apply tiles of that group wait on it. Waits only point
-  at earlier tickets, taken by programs that have started and never wait themselves, so the kernel cannot
-  deadlock whether or not its programs are co-resident. Two launches (clearing the counters, the kernel) and one
-  allocation per call. Channels-last rows keep the split path: every spatial row holds all groups, so no output
-  can be written before the whole tensor is read; beyond the L2 that is 3 units of traffic, at most 2/3 of the
-  copy bandwidth counting bytes once.
+  call for the partials.
 
 """
 import math
@@ -60,23 +47,6 @@ _SPLIT_CHANNEL_FAST = (8192, 4)
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 15   # ... only groups under this size take the one-launch path
-# Streaming path (one DRAM read of x for layouts where a group is one spatial run per channel: contiguous and other
-# channel-slow layouts). Rows whose x is at least _STREAM_MIN_L2_MULT times the L2 take it; below that the split
-# path's reverse-order apply already re-reads much of x from L2, and v2 is fast there.
-_STREAM_MIN_L2_MULT = 2.0
-_STREAM_L2_SHARE = 0.45      # x read but not yet re-read stays under this share of the L2 (y streams through it)
-# Tile: _STREAM_BLOCK elements per load, _STREAM_ITERS loads. Each tile pays one or two atomic round trips (its
-# ticket; a statistics tile also its arrival), so longer tiles waste less, but the tiles in flight (programs x tile)
-# widen the lag, hence the L2 footprint. Registers set how much x an SM has in flight: Triton 3.6 builds this
-# kernel for sm_90 with 72 registers at 2048 x 4 warps (7 programs fill an SM: 28 KB in flight; 96 registers and
-# 5 programs when CPG = 4), but with 107 at 4096 x 8 warps (2 programs: 16 KB).
-_STREAM_BLOCK = 2048
-_STREAM_ITERS = 4
-_STREAM_PROGRAMS_PER_SM = 7
-_STREAM_WARPS = 4
-# (SMs, L2 bytes, _STREAM_MIN_L2_MULT) the planner assumes under Triton's interpreter: nothing is timed there, so
-# every split-path row whose groups fit takes the streaming path and the CPU gate checks it.
-_INTERPRETER_DEVICE = (2, 4 << 20, 0.0)
 
 
 def _prev_power_of_2(n: int) -> int:
@@ -270,88 +240,6 @@ def _gn_apply_kernel(
                  ss3, mean, rstd, w_ptr, b_ptr, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B)
 
 
-@triton.jit
-def _gn_zero_kernel(ws_ptr, OFF, N, BLOCK: tl.constexpr):
-    """Clears the streaming path's ticket, arrival and ready counters (stored as int32 bit patterns)."""
-    for i in range(0, N, BLOCK):
-        o = i + tl.arange(0, BLOCK)
-        tl.store(ws_ptr + OFF + o, tl.zeros([BLOCK], dtype=tl.float32), mask=o < N)
-
-
-@triton.jit
-def _gn_stream_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr,
-    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NP, SPAN, T, LAG, NR, eps,
-    CPB: tl.constexpr, BLOCK_S: tl.constexpr, PBLOCK: tl.constexpr, COLLAPSED: tl.constexpr,
-    WIDE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-):
-    """Persistent programs that take work items in ticket order: statistics tile j of group r = j // NP (partial
-    (mean, M2) into ws; the group's last tile to arrive merges them into (mean, rstd) and raises the group's
-    ready flag), and apply tile j (waits for its group's flag, then normalise + SiLU). Apply tile j is issued
-    LAG statistics tiles after statistics tile j, so it re-reads x from L2.
-
-    ws (float32): partial means [T], partial M2 [T], (mean, rstd) [2 NR], then, as int32, the ticket counter,
-    arrivals [NR] and ready flags [NR], zeroed by _gn_zero_kernel before every launch."""
-    sync = (ws_ptr + 2 * T + 2 * NR).to(tl.pointer_type(tl.int32), bitcast=True)
-    o1 = tl.arange(0, 1)
-    # Relaxed: a ticket orders nothing (the arrival counters and ready flags do), and acq_rel would hold it until
-    # the previous tile's y stores are performed.
-    t = tl.atomic_add(sync, 1, sem="relaxed")
-    while t < 2 * T:
-        u = t - LAG
-        in_pairs = (u >= 0) & (u < 2 * (T - LAG))
-        if (t < LAG) | (in_pairs & (u % 2 == 0)):
-            j = tl.where(t < LAG, t, LAG + u // 2)
-            r = j // NP
-            p = j % NP
-            x_base, y_base = _batch_bases(x_ptr, x_ptr, r // G, sxb, 0, WIDE)
-            s_begin = p * SPAN
-            # Default eviction: these lines are read again by the apply tiles LAG tiles later.
-            n, mean, m2 = _range_stats(x_base, r % G, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S2, S3, sxc,
-                                       ss1, ss2, ss3, 1, CPB, BLOCK_S, COLLAPSED)
-            tl.store(ws_ptr + j + o1, mean)
-            tl.store(ws_ptr + T + j + o1, m2)
-            # Every thread's partial store precedes the arrival (release); the last arrival sees all of them.
-            tl.debug_barrier()
-            arrived = tl.atomic_add(sync + 1 + r, 1, sem="acq_rel")
-            if arrived == NP - 1:
-                gn = tl.zeros([1], dtype=tl.float32)
-                gmean = tl.zeros([1], dtype=tl.float32)
-                gm2 = tl.zeros([1], dtype=tl.float32)
-                for p0 in range(0, NP, PBLOCK):
-                    q = p0 + tl.arange(0, PBLOCK)
-                    qmask = q < NP
-                    # .cg: written by other SMs; never take a stale L1 line.
-                    pm = tl.load(ws_ptr + r * NP + q, mask=qmask, other=0.0, cache_modifier=".cg")
-                    pv = tl.load(ws_ptr + T + r * NP + q, mask=qmask, other=0.0, cache_modifier=".cg")
-                    pn = (CPG * tl.maximum(tl.minimum(S - q * SPAN, SPAN), 0)).to(tl.float32)
-                    bn = tl.sum(pn, axis=0)
-                    bmean = tl.sum(pn * pm, axis=0) / tl.maximum(bn, 1.0)
-                    dm = tl.where(pn > 0, pm - bmean, 0.0)
-                    bm2 = tl.sum(pv, axis=0) + tl.sum(pn * dm * dm, axis=0)
-                    gn, gmean, gm2 = _merge(gn, gmean, gm2, bn, bmean, bm2)
-                tl.store(ws_ptr + 2 * T + 2 * r + o1, gmean)
-                tl.store(ws_ptr + 2 * T + 2 * r + 1 + o1, tl.rsqrt(gm2 / gn + eps))
-                tl.debug_barrier()
-                tl.atomic_xchg(sync + 1 + NR + r, 1, sem="release")
-        else:
-            j = tl.where(in_pairs, u // 2, u - (T - LAG))
-            r = j // NP
-            p = j % NP
-            x_base, y_base = _batch_bases(x_ptr, y_ptr, r // G, sxb, C * S, WIDE)
-            # Every statistics tile of group r holds an earlier ticket (LAG >= NP), so it runs on a program that
-            # has started and never waits: this spin ends whether or not all programs are co-resident.
-            ready = tl.atomic_add(sync + 1 + NR + r, 0, sem="acquire")
-            while ready == 0:
-                ready = tl.atomic_add(sync + 1 + NR + r, 0, sem="acquire")
-            mean = tl.load(ws_ptr + 2 * T + 2 * r + o1, cache_modifier=".cg")
-            rstd = tl.load(ws_ptr + 2 * T + 2 * r + 1 + o1, cache_modifier=".cg")
-            s_begin = p * SPAN
-            _range_apply(x_base, y_base, r % G, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S, S2, S3, sxc,
-                         ss1, ss2, ss3, mean, rstd, w_ptr, b_ptr, 1, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B)
-        t = tl.atomic_add(sync, 1, sem="relaxed")
-
-
 def _spatial_layout(x):
     """(S2, S3, ss1, ss2, ss3, collapsed): the spatial dims of x merged where memory allows, as at most three
     (sizes S1 x S2 x S3, strides ss1, ss2, ss3); collapsed means one dim (index s at stride ss3)."""
@@ -375,8 +263,7 @@ def _spatial_layout(x):
 
 
 def _plan(x, weight, bias, G):
-    """How to run one input signature: ("fused", plan), ("stream", zero, main, ws_len), ("split", partial,
-    finalize, apply, n_partials) or None."""
+    """How to run one input signature: ("fused", plan), ("split", partial, finalize, apply, n_partials) or None."""
     if x.dim() < 2:
         raise ValueError(f"x must be [B, C, *spatial], got shape {tuple(x.shape)}")
     B, C = x.shape[0], x.shape[1]
@@ -411,11 +298,6 @@ def _plan(x, weight, bias, G):
 
     # Split pass. Channel-fast layouts (channels_last) take every group in one tile; others one group per tile.
     channel_fast = sxc == 1 and collapsed
-    if not channel_fast:
-        stream = _plan_stream(x, B, G, C, S, CPG, cpb, (S2, S3, ss1, ss2, ss3, collapsed), sxb, sxc, wide, dt,
-                              has_w, has_b)
-        if stream is not None:
-            return stream
     gpb = next_pow2(G) if channel_fast else 1
     ngb = cdiv(G, gpb)
     tile, iters = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
@@ -433,47 +315,6 @@ def _plan(x, weight, bias, G):
     return ("split", partial, finalize, apply, B * G * n_part)
 
 
-def _device_model(x):
-    """(SMs, L2 bytes, least x size in L2s for the streaming path) of x's device."""
-    if x.device.type == "cuda":
-        props = torch.cuda.get_device_properties(x.device)
-        return props.multi_processor_count, props.L2_cache_size, _STREAM_MIN_L2_MULT
-    return _INTERPRETER_DEVICE
-
-
-def _plan_stream(x, B, G, C, S, CPG, cpb, spatial, sxb, sxc, wide, dt, has_w, has_b):
-    """("stream", zero, main, ws_len) when this row should and can stream, else None.
-
-    Footprint: statistics tile j is read LAG tiles before apply tile j re-reads it, so about LAG tiles of x sit in
-    L2 between the two reads. LAG must cover a whole group (no group can be normalised before all of it is read;
-    LAG >= NP also makes every wait point at an earlier ticket) plus half the programs' tiles in flight (the
-    group's last statistics tiles finish about one tile-time after they are taken; the apply tiles taken
-    meanwhile would spin)."""
-    S2, S3, ss1, ss2, ss3, collapsed = spatial
-    n_sm, l2_bytes, min_mult = _device_model(x)
-    esize = x.element_size()
-    if x.numel() * esize < min_mult * l2_bytes:
-        return None
-    block_s = max(1, min(next_pow2(S), _STREAM_BLOCK // cpb))
-    span = block_s * max(1, min(_STREAM_ITERS, cdiv(S, block_s)))
-    n_part = cdiv(S, span)
-    n_rows = B * G
-    tiles = n_rows * n_part
-    programs = max(1, min(n_sm * _STREAM_PROGRAMS_PER_SM, 2 * tiles))
-    fit = int(_STREAM_L2_SHARE * l2_bytes) // (CPG * span * esize)   # tiles of x the L2 share holds
-    if fit < n_part:
-        return None
-    # Short of L2 for the whole margin (a 17.8 MB group on a 50 MB L2), a smaller one: a few apply tiles spin.
-    lag = min(tiles, n_part + min(cdiv(programs, 2), fit - n_part))
-    f32 = torch.float32
-    ws_len = 2 * tiles + 2 * n_rows + 1 + 2 * n_rows
-    zero = Plan((1, 1, 1), (f32,), (2 * tiles + 2 * n_rows, 1 + 2 * n_rows), (256,), 4)
-    main = Plan((programs, 1, 1), dt + (f32,),
-                (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, n_part, span, tiles, lag, n_rows),
-                (cpb, block_s, min(1024, next_pow2(n_part)), collapsed, wide, has_w, has_b), _STREAM_WARPS)
-    return ("stream", zero, main, ws_len)
-
-
 # Plans by input signature: v1's split path cost ~80 us of host time per call (three plans and three allocations
 # built every call; H200 device_us of d12926e) against ~20 us of GPU time on mid-size rows.
 _plans = {}
@@ -481,9 +322,8 @@ _plans = {}
 
 def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     G = int(num_groups)
-    # The device index is in the key: the streaming plan depends on the SM count and the L2 size.
     key = (x.shape, x.stride(), x.dtype, None if weight is None else (weight.shape, weight.stride(), weight.dtype),
-           None if bias is None else (bias.shape, bias.stride(), bias.dtype), G, x.get_device())
+           None if bias is None else (bias.shape, bias.stride(), bias.dtype), G)
     plan = _plans.get(key, False)
     if plan is False:
         plan = _plans[key] = _plan(x, weight, bias, G)
@@ -497,14 +337,6 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     b_arg = bias if bias is not None else out
     if plan[0] == "fused":
         _launch_fused.run(plan[1], (x, w_arg, b_arg, out), (float(eps),))
-        return out
-    if plan[0] == "stream":
-        _, zero, main, ws_len = plan
-        # One allocation: partials, statistics and the counters the zero kernel clears (a fresh buffer per call,
-        # so calls on different streams never share counters).
-        ws = torch.empty((ws_len,), dtype=torch.float32, device=x.device)
-        _launch_zero.run(zero, (ws,), ())
-        _launch_stream.run(main, (x, w_arg, b_arg, out, ws), (float(eps),))
         return out
     _, partial, finalize, apply, n = plan
     # One allocation for the partial means, partial M2 and the per-group (mean, rstd).
@@ -520,8 +352,6 @@ _launch_fused = LaunchCache(_gn_silu_fused_kernel)
 _launch_partial = LaunchCache(_gn_partial_stats_kernel)
 _launch_finalize = LaunchCache(_gn_finalize_kernel)
 _launch_apply = LaunchCache(_gn_apply_kernel)
-_launch_zero = LaunchCache(_gn_zero_kernel)
-_launch_stream = LaunchCache(_gn_stream_kernel)
 
 
 def triton_group_norm_silu(x, weight, bias, num_groups, eps=1e-5, *, out=None):

@@ -6,13 +6,20 @@ path: ~17.6 us through Python and Triton's launcher against ~8.7 us for upstream
 L0004). v2 moves the argument checks and the launch into C++ (csrc/binding.cpp, pybind11) and the kernel into CUDA
 (csrc/qknorm_rope.cu: a group of D/8 lanes per head, 16-byte accesses, one shuffle reduction per head).
 
-Dispatch: CUDA tensors in the vector layout (16-byte aligned heads, contiguous last dimension) take the CUDA kernel;
-every other valid call (misaligned views, and CPU tensors under Triton's interpreter, which is how CI checks the
-algorithm) takes the Triton kernel. The binding validates every call as upstream does, so both paths reject the same
-inputs.
+Dispatch, by what each path does best (H200, results of 7b77c7f against d12926e):
+- calls moving at least TRITON_MIN_ELEMENTS values of q and k take the Triton kernel: there the GPU time (28-63 us)
+  hides Triton's host path, and the Triton kernel streams faster (28.5 us on qwen_image_n4096_h24 by graph_us, against
+  33.9 us for the CUDA kernel);
+- smaller CUDA calls in the vector layout (16-byte aligned heads, contiguous last dimension) take the CUDA kernel,
+  whose C++ host path is what those host-bound rows need;
+- everything else (misaligned views; CPU tensors under Triton's interpreter, which is how CI checks the algorithm)
+  takes the Triton kernel. The binding validates every call as upstream does, so both paths reject the same inputs.
 """
 from . import cuda_ext
 from .qknorm_rope_triton import fused_inplace_qknorm_rope as _triton_qknorm_rope
+
+# 2^24 values of q and k (32 MB of bf16 read and written back): about 10 us of GPU time, past Triton's host path.
+TRITON_MIN_ELEMENTS = 1 << 24
 
 
 def fused_inplace_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions, *, is_neox, eps=1e-6,
@@ -20,8 +27,9 @@ def fused_inplace_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions
     """Drop-in for sglang's fused_inplace_qknorm_rope: per-head RMSNorm of q [N, Hq, D] and k [N, Hk, D] with
     q_weight / k_weight [D], then RoPE of the first rope_dim dims from cos_sin_cache [max_pos, rope_dim] (cos half,
     then sin half) at positions [N]; in place, returns None."""
-    if q.is_cuda and cuda_ext.load().qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions, is_neox,
-                                                 eps, head_dim, rope_dim):
+    if q.is_cuda and q.numel() + k.numel() < TRITON_MIN_ELEMENTS and \
+            cuda_ext.load().qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions, is_neox, eps, head_dim,
+                                        rope_dim):
         return None
     _triton_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions, is_neox=is_neox, eps=eps,
                         head_dim=head_dim, rope_dim=rope_dim)

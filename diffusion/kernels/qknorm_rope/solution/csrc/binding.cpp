@@ -12,6 +12,14 @@
 
 namespace {
 
+// Multiprocessor count per device, read once: the grid heuristic needs it on every call.
+int sm_count(int device) {
+  static int cache[64] = {0};
+  int& n = cache[device & 63];
+  if (n == 0) C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+  return n;
+}
+
 bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 // A stride matters only along a dimension of more than one element.
@@ -85,6 +93,7 @@ bool qknorm_rope(const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_w
 
   c10::cuda::OptionalCUDAGuard guard;
   if (dev.index() != c10::cuda::current_device()) guard.set_index(dev.index());
+  p.sm_count = sm_count(dev.index());
   const auto dtype = st == at::kBFloat16 ? kda_qknorm_rope::DType::kBF16 : kda_qknorm_rope::DType::kFP16;
   const cudaError_t err =
       kda_qknorm_rope::launch(p, dtype, static_cast<int>(d), is_neox, c10::cuda::getCurrentCUDAStream().stream());

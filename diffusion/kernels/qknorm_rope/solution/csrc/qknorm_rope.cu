@@ -228,10 +228,12 @@ template <typename T, int D, bool NEOX>
 cudaError_t launch_typed(const Params& p, cudaStream_t stream) {
   constexpr int G = kThreads / (D / kVec);
   const int H = p.hq + p.hk;
-  const int need = (H + G - 1) / G;       // heads per lane group if one block took the whole token
-  const int by = (need + 7) / 8;          // blocks per token: at most 8 heads per group
-  const int per = (need + by - 1) / by;   // heads per group in each of them
-  const int units = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 8;
+  const int64_t min_blocks = 2 * static_cast<int64_t>(p.sm_count);
+  // The most heads per lane group (bytes in flight) that still leaves two blocks per SM: few-token calls (19-512
+  // tokens) spread a token over several blocks instead of running 8 heads back to back in one (v2d ran
+  // qwen_image_n19_h24 in 4.1 us by graph_us against upstream's 2.2).
+  int units = 8;
+  while (units > 1 && p.n_tokens * static_cast<int64_t>((H + G * units - 1) / (G * units)) < min_blocks) units /= 2;
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((H + G * units - 1) / (G * units)));
   switch (units) {
     case 1: qknorm_rope_kernel<T, D, NEOX, 1><<<grid, kThreads, 0, stream>>>(p); break;

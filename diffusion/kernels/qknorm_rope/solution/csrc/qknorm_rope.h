@@ -23,6 +23,7 @@ struct Params {
   int rope_dim;            // R: even, <= D (NeoX: a power of two)
   int pos_is_int32;
   int cs_vec4;             // 1 when every cos/sin read of 4 floats is 16-byte aligned
+  int sm_count;            // multiprocessors of the device: sizes the grid
   float eps;
 };
 
