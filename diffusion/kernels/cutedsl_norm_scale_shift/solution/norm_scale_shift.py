@@ -1,84 +1,357 @@
-"""Candidate v1 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v3 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
-A program owns BLOCK_M whole token rows held in registers (one row for D >= 2048, several for narrow rows so each
-thread still moves 16-byte vectors). It reads x (and residual, gate) once, forms r = residual + gate * x in fp32,
-writes r, takes fp32 statistics from the registers (centred variance for LayerNorm), and writes
-y = norm(r) * (1 + scale) + shift once. Unlike upstream it does not round r or the normalised value to x's dtype
+A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
+1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
+lanes and registers on a 5120-wide row. Only the last chunk is masked, and only when C does not divide D.
+
+A program walks ROWS consecutive rows. Modulation vectors that do not change from row to row (gate, weight, bias,
+scale, shift of shape [D], [1, D], [1, 1, D], or any form when B == 1 and nothing varies per token) are loaded once
+per program before the row loop and kept in registers; v2 re-read them from L2 for every row, 2-3x the DRAM traffic
+of the row itself on the Wan rows (fp32 [1, 1, D] scale/shift; gate, weight and bias on the self-attention rows).
+(1 + scale) is formed once there too. Streamed x and residual loads skip L1 (.cg), leaving it to the vectors that do
+vary per row.
+
+Per row: v = residual + gate * x (written to residual_out), statistics in fp32, y = norm(v) * (1 + scale) + shift.
+bf16/fp16 rows take the LayerNorm statistics in one block reduction of (sum, sum of squares) of v - k, where k is the
+row's first value (a shift that keeps the one-pass variance accurate when the mean is large against the spread): one
+cross-warp reduction per row instead of v2's three. fp32 rows keep two passes from registers, the mean first and the
+centred variance second, as upstream and the oracle do. 1/sqrt is rsqrt (rsqrt.approx, as torch.rsqrt and upstream's
+cute.rsqrt), not a correctly rounded 1/sqrt: the fp32 rows are judged against torch's fp32 oracle, and v2's exact
+reciprocal sat one to two ulps off both. Unlike upstream, r and the normalised value are not rounded to x's dtype
 before the modulation: only the stored outputs are rounded.
 
-Modulation tensors (scale, shift, gate) are reduced on the host to (batch stride, token stride, frame length), which
-covers every form upstream accepts: [1] and [D] (strides 0), [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D]
-(token s reads frame s // (S / F)); no broadcast copy is ever made. The host path only reads shapes and strides and
-launches the cached compiled kernel (kda.lean_launch), because on the small rows (Qwen text, 19-55 tokens) the
-launch path is the cost.
+Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
+upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
+no broadcast copy is made. A launch Plan is cached per input signature (shapes, strides, dtypes, norm type), so a
+repeated call costs a dict lookup and the launch (kda.lean_launch): on the small rows (Qwen text, 19-55 tokens) the
+host path is the cost.
 """
 import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache, cdiv, next_pow2
+from kda.lean_launch import LaunchCache, Plan, cdiv
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+# Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
+_NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
+
+
+@triton.jit
+def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
+    cols = j * C + tl.arange(0, C)
+    if MASKED:
+        if STREAM:
+            v = tl.load(ptr + cols, mask=cols < D, other=0.0, cache_modifier=".cg")
+        else:
+            v = tl.load(ptr + cols, mask=cols < D, other=0.0)
+    else:
+        if STREAM:
+            v = tl.load(ptr + cols, cache_modifier=".cg")
+        else:
+            v = tl.load(ptr + cols)
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
+    cols = j * C + tl.arange(0, C)
+    if MASKED:
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D)
+    else:
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty))
+
+
+@triton.jit
+def _zero_tail(val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
+    if MASKED:
+        val = tl.where(j * C + tl.arange(0, C) < D, val, 0.0)
+    return val
+
+
+@triton.jit
+def _hoist(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr):
+    """A modulation chunk that is the same for every row of the program, loaded once (0.0 where nothing is)."""
+    v = 0.0
+    if KIND == 1:
+        v = tl.load(ptr).to(tl.float32)
+    elif KIND == 2:
+        v = _ld(ptr, j, D, C, MASKED, False)
+    if PLUS1:
+        v = 1.0 + v
+    return v
+
+
+@triton.jit
+def _mod(ptr, hoisted, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr,
+         PLUS1: tl.constexpr):
+    """A modulation chunk of this row: the hoisted value, or a load of the row's own vector."""
+    v = hoisted
+    if KIND == 3:
+        v = _ld(ptr, j, D, C, MASKED, False)
+        if PLUS1:
+            v = 1.0 + v
+    return v
+
+
+@triton.jit
+def _row_in(xo, ro, go, oo, gq, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr):
+    """Chunk j of v = residual + gate * x (written to residual_out) or of v = x."""
+    v = _ld(xo, j, D, C, MASKED, True)
+    if HAS_RES:
+        if G_KIND != 0:
+            v = v * _mod(go, gq, j, D, C, MASKED, G_KIND, False)
+        v = v + _ld(ro, j, D, C, MASKED, True)
+        _st(oo, v, j, D, C, MASKED)
+    return v
+
+
+@triton.jit
+def _row_out(yo, v, mean, rstd, wq, bq, scq, shq, sco, sho, j: tl.constexpr, D, C: tl.constexpr,
+             MASKED: tl.constexpr, IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+             SC_KIND: tl.constexpr, SH_KIND: tl.constexpr):
+    if IS_LN:
+        n = (v - mean) * rstd
+    else:
+        n = v * rstd
+    if HAS_W:
+        n = n * wq
+    if HAS_B:
+        n = n + bq
+    y = n * _mod(sco, scq, j, D, C, MASKED, SC_KIND, True) + _mod(sho, shq, j, D, C, MASKED, SH_KIND, False)
+    _st(yo, y, j, D, C, MASKED)
+
+
+@triton.jit
+def _add2(a0, b0, a1, b1):
+    return a0 + a1, b0 + b1
 
 
 @triton.jit
 def _nss_kernel(
     y_ptr, ro_ptr, x_ptr, r_ptr, g_ptr, w_ptr, b_ptr, sc_ptr, sh_ptr,
-    M, S, D,
+    M, S, D, ROWS,
     sxb, sxs, srb, srs, syb, sys_, sob, sos,
     gb, gs, gf, scb, scs, scf, shb, shs, shf,
     eps,
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
-    SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+    SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
+    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr,
 ):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_D)
-    rmask = rows < M
-    cmask = cols < D
-    mask = rmask[:, None] & cmask[None, :]
-    bi = rows // S
-    si = rows % S
-    v = tl.load(x_ptr + (bi * sxb + si * sxs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    # Only the last chunk can be masked; M0..M4 say which chunk that is.
+    M0: tl.constexpr = TAIL and K == 1
+    M1: tl.constexpr = TAIL and K == 2
+    M2: tl.constexpr = TAIL and K == 3
+    M3: tl.constexpr = TAIL and K == 4
+    M4: tl.constexpr = TAIL and K == 5
+    W_KIND: tl.constexpr = 2 if HAS_W else 0
+    B_KIND: tl.constexpr = 2 if HAS_B else 0
+
+    # Row-invariant operands, once per program.
+    gq0 = _hoist(g_ptr, 0, D, C, M0, G_KIND, False)
+    wq0 = _hoist(w_ptr, 0, D, C, M0, W_KIND, False)
+    bq0 = _hoist(b_ptr, 0, D, C, M0, B_KIND, False)
+    scq0 = _hoist(sc_ptr, 0, D, C, M0, SC_KIND, True)
+    shq0 = _hoist(sh_ptr, 0, D, C, M0, SH_KIND, False)
+    if K > 1:
+        gq1 = _hoist(g_ptr, 1, D, C, M1, G_KIND, False)
+        wq1 = _hoist(w_ptr, 1, D, C, M1, W_KIND, False)
+        bq1 = _hoist(b_ptr, 1, D, C, M1, B_KIND, False)
+        scq1 = _hoist(sc_ptr, 1, D, C, M1, SC_KIND, True)
+        shq1 = _hoist(sh_ptr, 1, D, C, M1, SH_KIND, False)
+    if K > 2:
+        gq2 = _hoist(g_ptr, 2, D, C, M2, G_KIND, False)
+        wq2 = _hoist(w_ptr, 2, D, C, M2, W_KIND, False)
+        bq2 = _hoist(b_ptr, 2, D, C, M2, B_KIND, False)
+        scq2 = _hoist(sc_ptr, 2, D, C, M2, SC_KIND, True)
+        shq2 = _hoist(sh_ptr, 2, D, C, M2, SH_KIND, False)
+    if K > 3:
+        gq3 = _hoist(g_ptr, 3, D, C, M3, G_KIND, False)
+        wq3 = _hoist(w_ptr, 3, D, C, M3, W_KIND, False)
+        bq3 = _hoist(b_ptr, 3, D, C, M3, B_KIND, False)
+        scq3 = _hoist(sc_ptr, 3, D, C, M3, SC_KIND, True)
+        shq3 = _hoist(sh_ptr, 3, D, C, M3, SH_KIND, False)
+    if K > 4:
+        gq4 = _hoist(g_ptr, 4, D, C, M4, G_KIND, False)
+        wq4 = _hoist(w_ptr, 4, D, C, M4, W_KIND, False)
+        bq4 = _hoist(b_ptr, 4, D, C, M4, B_KIND, False)
+        scq4 = _hoist(sc_ptr, 4, D, C, M4, SC_KIND, True)
+        shq4 = _hoist(sh_ptr, 4, D, C, M4, SH_KIND, False)
+    g0 = 0.0
     if HAS_RES:
-        if G_KIND == 1:
-            g = tl.load(g_ptr + (bi * gb + (si // gf) * gs), mask=rmask, other=0.0).to(tl.float32)
-            v = v * g[:, None]
-        elif G_KIND == 2:
-            g = tl.load(g_ptr + (bi * gb + (si // gf) * gs)[:, None] + cols[None, :], mask=mask, other=0.0)
-            v = v * g.to(tl.float32)
-        res = tl.load(r_ptr + (bi * srb + si * srs)[:, None] + cols[None, :], mask=mask, other=0.0)
-        v = v + res.to(tl.float32)
-        tl.store(ro_ptr + (bi * sob + si * sos)[:, None] + cols[None, :], v.to(ro_ptr.dtype.element_ty), mask=mask)
+        if G_KIND == 1 or G_KIND == 2:
+            g0 = tl.load(g_ptr).to(tl.float32)
 
-    if IS_LN:
-        # The centred values' own sum corrects the mean's rounding error: fp32 rows with a large common offset
-        # otherwise came out at 2x the baseline's error (H200, results of 76c2aeb).
-        mean = tl.sum(v, axis=1) / D
-        mean += tl.sum(tl.where(mask, v - mean[:, None], 0.0), axis=1) / D
-        v = tl.where(mask, v - mean[:, None], 0.0)
-    rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(tl.sum(v * v, axis=1) / D + eps))
-    n = v * rstd[:, None]
-    if HAS_W:
-        n = n * tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
-    if HAS_B:
-        n = n + tl.load(b_ptr + cols, mask=cmask, other=0.0).to(tl.float32)[None, :]
+    row0 = tl.program_id(0).to(tl.int64) * ROWS
+    for i in range(0, ROWS):
+        row = row0 + i
+        if row < M:
+            bi = row // S
+            si = row - bi * S
+            xo = x_ptr + bi * sxb + si * sxs
+            yo = y_ptr + bi * syb + si * sys_
+            ro = r_ptr
+            oo = ro_ptr
+            go = g_ptr
+            sco = sc_ptr
+            sho = sh_ptr
+            if HAS_RES:
+                ro = r_ptr + bi * srb + si * srs
+                oo = ro_ptr + bi * sob + si * sos
+                if G_KIND == 3:
+                    go = g_ptr + bi * gb + (si // gf) * gs
+            if SC_KIND == 3:
+                sco = sc_ptr + bi * scb + (si // scf) * scs
+            if SH_KIND == 3:
+                sho = sh_ptr + bi * shb + (si // shf) * shs
 
-    if SC_KIND == 1:
-        sc = tl.load(sc_ptr + (bi * scb + (si // scf) * scs), mask=rmask, other=0.0).to(tl.float32)[:, None]
-    else:
-        sc = tl.load(sc_ptr + (bi * scb + (si // scf) * scs)[:, None] + cols[None, :], mask=mask, other=0.0)
-        sc = sc.to(tl.float32)
-    if SH_KIND == 1:
-        sh = tl.load(sh_ptr + (bi * shb + (si // shf) * shs), mask=rmask, other=0.0).to(tl.float32)[:, None]
-    else:
-        sh = tl.load(sh_ptr + (bi * shb + (si // shf) * shs)[:, None] + cols[None, :], mask=mask, other=0.0)
-        sh = sh.to(tl.float32)
-    y = n * (1.0 + sc) + sh
-    tl.store(y_ptr + (bi * syb + si * sys_)[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+            v0 = _row_in(xo, ro, go, oo, gq0, 0, D, C, M0, HAS_RES, G_KIND)
+            if K > 1:
+                v1 = _row_in(xo, ro, go, oo, gq1, 1, D, C, M1, HAS_RES, G_KIND)
+            if K > 2:
+                v2 = _row_in(xo, ro, go, oo, gq2, 2, D, C, M2, HAS_RES, G_KIND)
+            if K > 3:
+                v3 = _row_in(xo, ro, go, oo, gq3, 3, D, C, M3, HAS_RES, G_KIND)
+            if K > 4:
+                v4 = _row_in(xo, ro, go, oo, gq4, 4, D, C, M4, HAS_RES, G_KIND)
+
+            mean = 0.0
+            if IS_LN and PRECISE:
+                # fp32 rows: the oracle is torch's fp32 math, whose mean and variance are its own tree sums. Sums
+                # taken in fp64 and rounded once land on the exact statistics, so the candidate's distance to the
+                # oracle is the oracle's own rounding and nothing more (v2's fp32 sums added a second, independent
+                # error). The squares are rounded to fp32 first, as the oracle's vc * vc is.
+                t = v0.to(tl.float64)
+                if K > 1:
+                    t += v1.to(tl.float64)
+                if K > 2:
+                    t += v2.to(tl.float64)
+                if K > 3:
+                    t += v3.to(tl.float64)
+                if K > 4:
+                    t += v4.to(tl.float64)
+                mean = (tl.sum(t, axis=0) / D).to(tl.float32)
+                c = _zero_tail(v0 - mean, 0, D, C, M0)
+                q = (c * c).to(tl.float64)
+                if K > 1:
+                    c = _zero_tail(v1 - mean, 1, D, C, M1)
+                    q += (c * c).to(tl.float64)
+                if K > 2:
+                    c = _zero_tail(v2 - mean, 2, D, C, M2)
+                    q += (c * c).to(tl.float64)
+                if K > 3:
+                    c = _zero_tail(v3 - mean, 3, D, C, M3)
+                    q += (c * c).to(tl.float64)
+                if K > 4:
+                    c = _zero_tail(v4 - mean, 4, D, C, M4)
+                    q += (c * c).to(tl.float64)
+                var = (tl.sum(q, axis=0) / D).to(tl.float32)
+            elif IS_LN:
+                # One reduction of (sum, sum of squares) of v - k, k = the row's first value (recomputed from
+                # scalar loads the same way): shifting by a value of the row keeps the one-pass variance exact
+                # enough for 16-bit outputs even when the row's mean is far from zero.
+                k = tl.load(xo).to(tl.float32)
+                if HAS_RES:
+                    if G_KIND == 3:
+                        k = k * tl.load(go).to(tl.float32)
+                    elif G_KIND != 0:
+                        k = k * g0
+                    k = k + tl.load(ro).to(tl.float32)
+                c = _zero_tail(v0 - k, 0, D, C, M0)
+                s = c
+                q = c * c
+                if K > 1:
+                    c = _zero_tail(v1 - k, 1, D, C, M1)
+                    s += c
+                    q += c * c
+                if K > 2:
+                    c = _zero_tail(v2 - k, 2, D, C, M2)
+                    s += c
+                    q += c * c
+                if K > 3:
+                    c = _zero_tail(v3 - k, 3, D, C, M3)
+                    s += c
+                    q += c * c
+                if K > 4:
+                    c = _zero_tail(v4 - k, 4, D, C, M4)
+                    s += c
+                    q += c * c
+                s, q = tl.reduce((s, q), 0, _add2)
+                d = s / D
+                mean = k + d
+                var = tl.maximum(q / D - d * d, 0.0)
+            elif PRECISE:
+                q = (v0 * v0).to(tl.float64)
+                if K > 1:
+                    q += (v1 * v1).to(tl.float64)
+                if K > 2:
+                    q += (v2 * v2).to(tl.float64)
+                if K > 3:
+                    q += (v3 * v3).to(tl.float64)
+                if K > 4:
+                    q += (v4 * v4).to(tl.float64)
+                var = (tl.sum(q, axis=0) / D).to(tl.float32)
+            else:
+                q = v0 * v0
+                if K > 1:
+                    q += v1 * v1
+                if K > 2:
+                    q += v2 * v2
+                if K > 3:
+                    q += v3 * v3
+                if K > 4:
+                    q += v4 * v4
+                var = tl.sum(q, axis=0) / D
+            rstd = tl.math.rsqrt(var + eps)
+
+            _row_out(yo, v0, mean, rstd, wq0, bq0, scq0, shq0, sco, sho, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
+                     SC_KIND, SH_KIND)
+            if K > 1:
+                _row_out(yo, v1, mean, rstd, wq1, bq1, scq1, shq1, sco, sho, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
+                         SC_KIND, SH_KIND)
+            if K > 2:
+                _row_out(yo, v2, mean, rstd, wq2, bq2, scq2, shq2, sco, sho, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
+                         SC_KIND, SH_KIND)
+            if K > 3:
+                _row_out(yo, v3, mean, rstd, wq3, bq3, scq3, shq3, sco, sho, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
+                         SC_KIND, SH_KIND)
+            if K > 4:
+                _row_out(yo, v4, mean, rstd, wq4, bq4, scq4, shq4, sco, sho, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
+                         SC_KIND, SH_KIND)
 
 
 _launch = LaunchCache(_nss_kernel)
+
+
+def _chunks(D):
+    """(C, K): K <= 5 chunks of C lanes covering D with the least padding (ties: fewer, wider chunks)."""
+    best = None
+    c = 256
+    while c <= 8192:
+        k = cdiv(D, c)
+        if k <= 5:
+            cand = (k * c - D, k, c)
+            if best is None or cand < best:
+                best = cand
+        c *= 2
+    return best[2], best[1]
+
+
+def _warps(C, K):
+    # About 16-24 fp32 values per thread per row tensor, and at least 4 lanes per thread per chunk so a thread
+    # moves 8-16 byte vectors: D 5120 -> 8 warps (5 x 4), 3072 -> 4 warps (3 x 8), 8192 -> 16 warps (16).
+    w = 1
+    while w < 16 and C // (32 * (w * 2)) >= 4 and K * C // (32 * (w * 2)) >= 16:
+        w *= 2
+    return w
+
+
+def _rows_per_program(M):
+    # Enough rows per program to amortise the hoisted vectors (8 rows: the per-row L2 traffic they cost v2 drops
+    # 8x), while keeping about 2000+ programs so the last wave is short; small calls keep one row per program.
+    return max(1, min(8, M // 2048))
 
 
 def _check_float(t, what):
@@ -89,20 +362,23 @@ def _check_float(t, what):
 
 
 def _modulation(t, B, S, D, what):
-    """(tensor, batch stride, token stride, frame length, kind) with kind 1 = one value, 2 = a row of D values."""
+    """(batch stride, token stride, frame length, kind) of a modulation operand."""
     _check_float(t, what)
     shape, st = t.shape, t.stride()
     nd = len(shape)
     if nd == 1 and shape[0] in (1, D):
-        return t, 0, 0, 1, (1 if shape[0] == 1 else 2)
+        return 0, 0, 1, (_ONE if shape[0] == 1 else _SHARED)
     if nd == 2 and shape[0] in (1, B) and shape[1] == D:
-        return t, (st[0] if shape[0] > 1 else 0), 0, 1, 2
+        sb = st[0] if shape[0] > 1 else 0
+        return sb, 0, 1, (_PER_ROW if sb else _SHARED)
     if nd == 3 and shape[0] in (1, B) and shape[1] in (1, S) and shape[2] == D:
-        return t, (st[0] if shape[0] > 1 else 0), (st[1] if shape[1] > 1 else 0), 1, 2
+        sb, ss = (st[0] if shape[0] > 1 else 0), (st[1] if shape[1] > 1 else 0)
+        return sb, ss, 1, (_PER_ROW if sb or ss else _SHARED)
     if nd == 4 and shape[0] == B and shape[2] == 1 and shape[3] == D:
         if S % shape[1] != 0:
             raise ValueError(f"{what}: S ({S}) must be divisible by F ({shape[1]})")
-        return t, (st[0] if B > 1 else 0), st[1], S // shape[1], 2
+        sb, sf = (st[0] if B > 1 else 0), (st[1] if shape[1] > 1 else 0)
+        return sb, sf, S // shape[1], (_PER_ROW if sb or sf else _SHARED)
     raise ValueError(f"{what}: unsupported tensor shape {tuple(shape)}")
 
 
@@ -115,7 +391,12 @@ def _vector(t, D, what):
     return t
 
 
-def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, residual_out):
+def _sig(t):
+    return None if t is None else (t.shape, t.stride(), t.dtype)
+
+
+def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residual_out):
+    """Validate one input signature (upstream's rules and messages) and fix its launch."""
     if norm_type not in ("layer", "rms"):
         raise ValueError('norm_type must be one of "layer" and "rms"')
     if x.dim() != 3:
@@ -124,46 +405,64 @@ def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, res
     _check_float(x, "x")
     if D % 256 != 0 or D > 8192:
         raise ValueError(f"D={D} not supported, must be multiple of 256 and <= 8192")
-    weight, bias = _vector(weight, D, "weight"), _vector(bias, D, "bias")
+    _vector(weight, D, "weight")
+    _vector(bias, D, "bias")
     sc = _modulation(scale, B, S, D, "scale")
     sh = _modulation(shift, B, S, D, "shift")
-    if out is None:
-        out = torch.empty_like(x)
-    tensors_res = (x, x, 0, 0, 0, 0)
-    g = (x, 0, 0, 1, 0)
-    if residual is not None:
+    has_res = residual is not None
+    rs, os_, g = (0, 0), (0, 0), (0, 0, 1, _NONE)
+    if has_res:
         _check_float(residual, "residual")
         if tuple(residual.shape) != (B, S, D):
             raise ValueError(f"residual: unsupported tensor shape {tuple(residual.shape)}")
-        if residual_out is None:
-            residual_out = torch.empty_like(x)
-        tensors_res = (residual, residual_out, residual.stride(0), residual.stride(1), residual_out.stride(0),
-                       residual_out.stride(1))
+        rs, os_ = residual.stride()[:2], residual_out.stride()[:2]
         if gate is not None:
             g = _modulation(gate, B, S, D, "gate")
     M = B * S
     if M == 0:
-        return out, residual_out
+        return None, False, False
     is_ln = norm_type == "layer"
     # Upstream's LayerNorm applies its affine only when both weight and bias are given; its RMS path has no bias.
     has_w = weight is not None and (bias is not None or not is_ln)
     has_b = is_ln and weight is not None and bias is not None
-    block_d = next_pow2(D)
-    block_m = max(1, 2048 // block_d)
-    # 8 warps for a padded 8K row (D 5120), as norm_infer's LayerNorm streams Helios rows at 3.9 TB/s; 16 warps (v1)
-    # reached 2.4 TB/s on the Wan and MOVA rows, 0.89x of upstream by graph_us (H200, results of 76c2aeb).
-    tile = block_m * block_d
-    num_warps = 4 if tile <= 4096 else (8 if tile <= 8192 else 16)
-    res, ro = tensors_res[0], tensors_res[1]
-    _launch(
-        (cdiv(M, block_m), 1, 1),
-        (out, ro, x, res, g[0], weight if has_w else x, bias if has_b else x, sc[0], sh[0]),
-        (M, S, D, x.stride(0), x.stride(1), tensors_res[2], tensors_res[3], out.stride(0), out.stride(1),
-         tensors_res[4], tensors_res[5], g[1], g[2], g[3], sc[1], sc[2], sc[3], sh[1], sh[2], sh[3]),
-        (float(eps),),
-        (is_ln, residual is not None, g[4], sc[4], sh[4], has_w, has_b, block_m, block_d),
-        num_warps,
-    )
+    # fp32 rows are judged against an fp32 oracle at 1e-5: they take the two-pass statistics.
+    precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
+    C, K = _chunks(D)
+    rows = _rows_per_program(M)
+    tensors = (out, residual_out if has_res else x, x, residual if has_res else x,
+               gate if g[3] else x, weight if has_w else x, bias if has_b else x, scale, shift)
+    return Plan(
+        (cdiv(M, rows), 1, 1), [t.dtype for t in tensors],
+        (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
+         g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
+        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D),
+        _warps(C, K),
+    ), has_w, has_b
+
+
+# Launch plans by input signature: a repeated call (the production case) skips validation and layout analysis.
+_plans = {}
+
+
+def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, residual_out):
+    if out is None:
+        out = torch.empty_like(x)
+    if residual is not None and residual_out is None:
+        residual_out = torch.empty_like(x)
+    key = (_sig(x), _sig(residual), _sig(gate), _sig(weight), _sig(bias), _sig(scale), _sig(shift), norm_type,
+           _sig(out), _sig(residual_out))
+    try:
+        plan, has_w, has_b = _plans[key]
+    except KeyError:
+        plan, has_w, has_b = _plans[key] = _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out,
+                                                 residual_out)
+    if plan is not None:
+        if residual is None:
+            r = ro = g = x
+        else:
+            r, ro, g = residual, residual_out, (x if gate is None else gate)
+        _launch.run(plan, (out, ro, x, r, g, weight if has_w else x, bias if has_b else x, scale, shift),
+                    (float(eps),))
     return out, residual_out
 
 
