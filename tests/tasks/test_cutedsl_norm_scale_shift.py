@@ -10,6 +10,11 @@ TASK = Task.load("cutedsl_norm_scale_shift")
 NSS, SRN = "fused_norm_scale_shift", "fused_scale_residual_norm_scale_shift"
 
 
+def _rn(g, *shape):
+    """fp64 inputs: the oracle then works in fp64, and torch's own fp64 norms are the yardstick."""
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
 def _row(function, norm_type="layer"):
     return next(r for r in TASK.rows if r.function == function and r.scalars["norm_type"] == norm_type)
 
@@ -27,19 +32,19 @@ def test_both_functions_in_production_and_upstream_limits_respected():
 def test_oracle_layer_norm_with_every_modulation_form():
     g = torch.Generator().manual_seed(0)
     B, S, D = 2, 6, 256
-    x = torch.randn(B, S, D, generator=g)
+    x = _rn(g, B, S, D)
     base = F.layer_norm(x, (D,), eps=1e-6)
     forms = {
-        "scalar": torch.randn(1, generator=g),
-        "vec": torch.randn(D, generator=g),
-        "bd": torch.randn(B, D, generator=g),
-        "b1d": torch.randn(B, 1, D, generator=g),
-        "bsd": torch.randn(B, S, D, generator=g),
-        "frames": torch.randn(B, 3, 1, D, generator=g),
+        "scalar": _rn(g, 1),
+        "vec": _rn(g, D),
+        "bd": _rn(g, B, D),
+        "b1d": _rn(g, B, 1, D),
+        "bsd": _rn(g, B, S, D),
+        "frames": _rn(g, B, 3, 1, D),
     }
     row = _row(NSS)
     for name, scale in forms.items():
-        shift = torch.randn(1, 1, D, generator=g)
+        shift = _rn(g, 1, 1, D)
         if name == "frames":  # token s reads frame s // (S / F): tokens 0-1 frame 0, 2-3 frame 1, 4-5 frame 2
             full = scale[:, :, 0, :].repeat_interleave(2, dim=1)
         else:
@@ -52,9 +57,9 @@ def test_oracle_layer_norm_with_every_modulation_form():
 def test_oracle_residual_form_returns_r_and_normalises_it():
     g = torch.Generator().manual_seed(1)
     B, S, D = 1, 5, 512
-    res, x, gate = torch.randn(B, S, D, generator=g), torch.randn(B, S, D, generator=g), torch.randn(1, 1, D, generator=g)
-    w, b = torch.randn(D, generator=g), torch.randn(D, generator=g)
-    sc, sh = torch.randn(1, 1, D, generator=g), torch.randn(1, 1, D, generator=g)
+    res, x, gate = _rn(g, B, S, D), _rn(g, B, S, D), _rn(g, 1, 1, D)
+    w, b = _rn(g, D), _rn(g, D)
+    sc, sh = _rn(g, 1, 1, D), _rn(g, 1, 1, D)
     row = _row(SRN)
     out = TASK.oracle.reference(row, {"residual": res, "x": x, "gate": gate, "weight": w, "bias": b,
                                       "scale": sc, "shift": sh})
@@ -69,8 +74,8 @@ def test_oracle_residual_form_returns_r_and_normalises_it():
 
 def test_oracle_keeps_upstreams_affine_rules():
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(1, 4, 256, generator=g)
-    w, b = torch.randn(256, generator=g), torch.randn(256, generator=g)
+    x = _rn(g, 1, 4, 256)
+    w, b = _rn(g, 256), _rn(g, 256)
     zero = torch.zeros(1)
     row = _row(NSS)
     plain = TASK.oracle.reference(row, {"x": x, "weight": None, "bias": None, "scale": zero, "shift": zero})["y"]
@@ -80,3 +85,17 @@ def test_oracle_keeps_upstreams_affine_rules():
     with_b = TASK.oracle.reference(rms, {"x": x, "weight": w, "bias": b, "scale": zero, "shift": zero})["y"]
     want = F.rms_norm(x, (256,), w, float(rms.scalars["eps"]))
     torch.testing.assert_close(with_b, want, atol=1e-5, rtol=1e-5)  # the RMS path never adds a bias
+
+
+def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
+    g = torch.Generator().manual_seed(3)
+    x = (300 + _rn(g, 1, 8, 512)).float()  # a large mean against the spread: the centring is where fp32 loses bits
+    sc, sh = _rn(g, 1, 1, 512).float(), _rn(g, 1, 1, 512).float()
+    row = _row(NSS)
+    got = TASK.oracle.reference(row, {"x": x, "weight": None, "bias": None, "scale": sc, "shift": sh})["y"]
+    exact = TASK.oracle.reference(row, {"x": x.double(), "weight": None, "bias": None, "scale": sc.double(),
+                                        "shift": sh.double()})["y"]
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, exact, rtol=0, atol=0)
+    half = TASK.oracle.reference(row, {"x": x.bfloat16(), "weight": None, "bias": None, "scale": sc, "shift": sh})
+    assert half["y"].dtype == torch.float32

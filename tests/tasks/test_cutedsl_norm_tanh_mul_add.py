@@ -10,6 +10,11 @@ TASK = Task.load("cutedsl_norm_tanh_mul_add")
 TMA, TMAN = "fused_norm_tanh_mul_add", "fused_norm_tanh_mul_add_norm_scale"
 
 
+def _rn(g, *shape):
+    """fp64 inputs: the oracle then works in fp64, and torch's own fp64 norms are the yardstick."""
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
 def _row(function, norm_type="rms"):
     return next(r for r in TASK.rows if r.function == function and r.scalars["norm_type"] == norm_type)
 
@@ -27,8 +32,8 @@ def test_production_rows_are_the_zimage_calls():
 def test_oracle_matches_torch_for_both_forms():
     g = torch.Generator().manual_seed(0)
     B, S, D = 2, 3, 512
-    x, w, w2 = torch.randn(B, S, D, generator=g), torch.randn(D, generator=g), torch.randn(D, generator=g)
-    sc, sh, sc2 = torch.randn(1, 1, D, generator=g), torch.randn(B, S, D, generator=g), torch.randn(B, 1, D, generator=g)
+    x, w, w2 = _rn(g, B, S, D), _rn(g, D), _rn(g, D)
+    sc, sh, sc2 = _rn(g, 1, 1, D), _rn(g, B, S, D), _rn(g, B, 1, D)
     row = _row(TMAN)
     eps = float(row.scalars["eps"])
     y = F.rms_norm(x, (D,), w, eps) * torch.tanh(sc) + sh
@@ -42,11 +47,24 @@ def test_oracle_matches_torch_for_both_forms():
 
 def test_oracle_layer_norm_affine_only_with_both():
     g = torch.Generator().manual_seed(1)
-    x, w, b = torch.randn(1, 4, 256, generator=g), torch.randn(256, generator=g), torch.randn(256, generator=g)
-    sc, sh = torch.randn(1, 1, 256, generator=g), torch.randn(1, 4, 256, generator=g)
+    x, w, b = _rn(g, 1, 4, 256), _rn(g, 256), _rn(g, 256)
+    sc, sh = _rn(g, 1, 1, 256), _rn(g, 1, 4, 256)
     row = _row(TMA, "layer")
     eps = float(row.scalars["eps"])
     both = TASK.oracle.reference(row, {"x": x, "weight": w, "bias": b, "scale": sc, "shift": sh})["y"]
     torch.testing.assert_close(both, F.layer_norm(x, (256,), w, b, eps) * torch.tanh(sc) + sh, atol=1e-5, rtol=1e-5)
     lone = TASK.oracle.reference(row, {"x": x, "weight": w, "bias": None, "scale": sc, "shift": sh})["y"]
     torch.testing.assert_close(lone, F.layer_norm(x, (256,), eps=eps) * torch.tanh(sc) + sh, atol=1e-5, rtol=1e-5)
+
+
+def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
+    g = torch.Generator().manual_seed(3)
+    x, sh, sc = _rn(g, 2, 4, 512).float(), _rn(g, 2, 4, 512).float(), (1e-3 * _rn(g, 2, 1, 512)).float()
+    inp = {"x": x, "weight": None, "bias": None, "scale": sc, "shift": sh, "weight2": None, "bias2": None,
+           "scale2": sc}
+    got = TASK.oracle.reference(_row(TMAN), inp)
+    exact = TASK.oracle.reference(_row(TMAN), {k: (None if v is None else v.double()) for k, v in inp.items()})
+    assert got["y"].dtype == got["y2"].dtype == torch.float64
+    torch.testing.assert_close(got["y2"], exact["y2"], rtol=0, atol=0)
+    half = TASK.oracle.reference(_row(TMAN), {**inp, "x": x.bfloat16()})
+    assert half["y"].dtype == half["y2"].dtype == torch.float32

@@ -45,7 +45,7 @@ def test_select01_production_rows_use_qwen_image_edit_argument_forms(function, h
 
 
 def _inputs(B, L, C, residual, affine, gen):
-    r = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+    r = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
     inp = {"x": r(B, L, C), "weight": r(C) if affine else None, "bias": r(C) if affine else None,
            "index": torch.randint(0, 3, (B, L), generator=gen, dtype=torch.int32)}  # 2 counts as set 1 too
     inp.update({f"{n}{s}": r(B, C) for n in ("scale", "shift", "gate") for s in (0, 1)})
@@ -71,6 +71,28 @@ def test_oracle_select01_matches_torch_layer_norm(residual, affine):
     torch.testing.assert_close(got["y"], n * (1 + pick["scale"]) + pick["shift"], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got["gate"], pick["gate"].expand_as(v))
     assert bool((inp["index"] == 2).any())  # the nonzero-means-set-1 rule was exercised
+
+
+def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
+    # r = residual + gate * x under cancellation: fp32 rounds the product, then the sum; the truth rounds neither.
+    gen = torch.Generator().manual_seed(4)
+    wide = _inputs(1, 5, 64, True, False, gen)
+    fp32 = {k: (v.float() if v is not None and v.is_floating_point() else v) for k, v in wide.items()}
+    fp32["residual"] = -(fp32["residual_gate"] * fp32["x"]) + 1e-3 * fp32["residual"]
+    row = SimpleNamespace(function=SEL_RES, scalars={"eps": 1e-6})
+    got = TASK.oracle.reference(row, fp32)
+    exact = TASK.oracle.reference(row, {k: (v.double() if v is not None and v.is_floating_point() else v)
+                                        for k, v in fp32.items()})
+    assert got["y"].dtype == got["residual_out"].dtype == torch.float64
+    torch.testing.assert_close(got["residual_out"], exact["residual_out"], rtol=0, atol=0)
+    rounded = fp32["residual"] + fp32["residual_gate"] * fp32["x"]  # what an fp32 oracle would call the truth
+    assert not torch.equal(rounded.double(), exact["residual_out"])
+    half = {k: (v.bfloat16() if v is not None and v.is_floating_point() else v) for k, v in fp32.items()}
+    assert TASK.oracle.reference(row, half)["y"].dtype == torch.float32
+    fuse = SimpleNamespace(function="fuse_scale_shift_kernel", scalars={"scale_constant": 1.0})
+    x = fp32["x"]
+    assert TASK.oracle.reference(fuse, {"x": x, "scale": x, "shift": x})["y"].dtype == torch.float64
+    assert TASK.oracle.reference(fuse, {"x": x.half(), "scale": x, "shift": x})["y"].dtype == torch.float32
 
 
 # The candidate under Triton's interpreter (a fresh process: the interpreter is chosen when kernels are defined) on

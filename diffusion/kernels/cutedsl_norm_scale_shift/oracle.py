@@ -1,4 +1,5 @@
-"""The fused norm + modulation of cutedsl_norm_scale_shift, written from the math in fp32 (fp64 when x is fp64).
+"""The fused norm + modulation of cutedsl_norm_scale_shift, written from the math in fp32 for 16-bit x, fp64
+for fp32/fp64 x (an fp32 oracle's own rounding is the size of the fp32 tolerance).
 
 Per token row of x [B, S, D] (statistics over D, population variance):
     fused_norm_scale_shift:                 y = norm(x) * (1 + scale) + shift
@@ -7,7 +8,8 @@ Per token row of x [B, S, D] (statistics over D, population variance):
     LayerNorm: norm(v) = (v - mean(v)) / sqrt(mean((v - mean(v))^2) + eps) [* weight + bias]
     RMSNorm:   norm(v) = v / sqrt(mean(v^2) + eps) [* weight]
 scale, shift and gate broadcast to [B, S, D] from [1], [D], [1|B, D], [1|B, 1|S, D], or per frame from [B, F, 1, D]
-(token s uses frame s // (S / F)). Outputs take x's dtype (y and r alike); the oracle returns them in fp32.
+(token s uses frame s // (S / F)). Outputs take x's dtype (y and r alike); the oracle returns them in its working
+precision.
 
 Two behaviours of the vendored kernel that the math alone would not predict, kept so the candidate stays a drop-in
 (the vendored source wins, see `common/norm_fusion.py: apply_norm_cta`): the LayerNorm affine is applied only when
@@ -19,7 +21,7 @@ import torch
 
 
 def _wide(x):
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else torch.float64
 
 
 def _bsd(t, B, S, D, wide):

@@ -1,4 +1,5 @@
-"""The fused norm + tanh-gated add of cutedsl_norm_tanh_mul_add, written from the math in fp32 (fp64 when x is fp64).
+"""The fused norm + tanh-gated add of cutedsl_norm_tanh_mul_add, written from the math in fp32 for 16-bit x, fp64
+for fp32/fp64 x (an fp32 oracle's own rounding is the size of the fp32 tolerance).
 
 Per token row of x [B, S, D] (statistics over D, population variance):
     fused_norm_tanh_mul_add:             y  = norm(x; weight, bias) * tanh(scale) + shift
@@ -6,7 +7,7 @@ Per token row of x [B, S, D] (statistics over D, population variance):
     LayerNorm: norm(v) = (v - mean(v)) / sqrt(mean((v - mean(v))^2) + eps) [* weight + bias]
     RMSNorm:   norm(v) = v / sqrt(mean(v^2) + eps) [* weight]
 scale, shift and scale2 are [1|B, 1|S, D] and broadcast; both norms use the same norm_type and eps. Outputs take x's
-dtype; the oracle returns them in fp32.
+dtype; the oracle returns them in its working precision.
 
 As in cutedsl_norm_scale_shift (same `common/norm_fusion.py: apply_norm_cta` upstream), a LayerNorm affine is applied
 only when both weight and bias are given and the RMS path never adds a bias: the vendored source wins over the
@@ -17,7 +18,7 @@ import torch
 
 
 def _wide(x):
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else torch.float64
 
 
 def _norm(v, weight, bias, norm_type, eps, wide):
