@@ -71,12 +71,14 @@ def _zero_tail(val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _hoist(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr):
-    """A modulation chunk that is the same for every row of the program, loaded once (0.0 where nothing is)."""
+def _hoist(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr,
+           HOIST: tl.constexpr):
+    """A modulation chunk that is the same for every row of the program, loaded once (0.0 where nothing is or
+    where HOIST is off and shared rows are read per row instead)."""
     v = 0.0
     if KIND == 1:
         v = tl.load(ptr).to(tl.float32)
-    elif KIND == 2:
+    elif KIND == 2 and HOIST:
         v = _ld(ptr, j, D, C, MASKED, False)
     if PLUS1:
         v = 1.0 + v
@@ -85,10 +87,11 @@ def _hoist(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND:
 
 @triton.jit
 def _mod(ptr, hoisted, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr,
-         PLUS1: tl.constexpr):
-    """A modulation chunk of this row: the hoisted value, or a load of the row's own vector."""
+         PLUS1: tl.constexpr, HOIST: tl.constexpr):
+    """A modulation chunk of this row: the hoisted value, or a load (the row's own vector, or with HOIST off the
+    shared one, which then comes from L1)."""
     v = hoisted
-    if KIND == 3:
+    if KIND == 3 or (KIND == 2 and not HOIST):
         v = _ld(ptr, j, D, C, MASKED, False)
         if PLUS1:
             v = 1.0 + v
@@ -97,31 +100,38 @@ def _mod(ptr, hoisted, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr
 
 @triton.jit
 def _row_in(xo, ro, go, oo, gq, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, HOIST: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out) or of v = x."""
     v = _ld(xo, j, D, C, MASKED, True)
     if HAS_RES:
         if G_KIND != 0:
-            v = v * _mod(go, gq, j, D, C, MASKED, G_KIND, False)
+            v = v * _mod(go, gq, j, D, C, MASKED, G_KIND, False, HOIST)
         v = v + _ld(ro, j, D, C, MASKED, True)
         _st(oo, v, j, D, C, MASKED)
     return v
 
 
 @triton.jit
-def _row_out(yo, v, mean, rstd, wq, bq, scq, shq, sco, sho, j: tl.constexpr, D, C: tl.constexpr,
+def _mods(sco, sho, scq, shq, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, SC_KIND: tl.constexpr,
+          SH_KIND: tl.constexpr, HOIST: tl.constexpr):
+    """(1 + scale, shift) of chunk j of this row."""
+    return (_mod(sco, scq, j, D, C, MASKED, SC_KIND, True, HOIST),
+            _mod(sho, shq, j, D, C, MASKED, SH_KIND, False, HOIST))
+
+
+@triton.jit
+def _row_out(yo, v, mean, rstd, w_ptr, b_ptr, wq, bq, a, sh, j: tl.constexpr, D, C: tl.constexpr,
              MASKED: tl.constexpr, IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-             SC_KIND: tl.constexpr, SH_KIND: tl.constexpr):
+             HOIST: tl.constexpr):
     if IS_LN:
         n = (v - mean) * rstd
     else:
         n = v * rstd
     if HAS_W:
-        n = n * wq
+        n = n * _mod(w_ptr, wq, j, D, C, MASKED, 2, False, HOIST)
     if HAS_B:
-        n = n + bq
-    y = n * _mod(sco, scq, j, D, C, MASKED, SC_KIND, True) + _mod(sho, shq, j, D, C, MASKED, SH_KIND, False)
-    _st(yo, y, j, D, C, MASKED)
+        n = n + _mod(b_ptr, bq, j, D, C, MASKED, 2, False, HOIST)
+    _st(yo, n * a + sh, j, D, C, MASKED)
 
 
 @triton.jit
@@ -138,7 +148,7 @@ def _nss_kernel(
     eps,
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
-    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr,
+    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, HOIST: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -150,35 +160,35 @@ def _nss_kernel(
     B_KIND: tl.constexpr = 2 if HAS_B else 0
 
     # Row-invariant operands, once per program.
-    gq0 = _hoist(g_ptr, 0, D, C, M0, G_KIND, False)
-    wq0 = _hoist(w_ptr, 0, D, C, M0, W_KIND, False)
-    bq0 = _hoist(b_ptr, 0, D, C, M0, B_KIND, False)
-    scq0 = _hoist(sc_ptr, 0, D, C, M0, SC_KIND, True)
-    shq0 = _hoist(sh_ptr, 0, D, C, M0, SH_KIND, False)
+    gq0 = _hoist(g_ptr, 0, D, C, M0, G_KIND, False, HOIST)
+    wq0 = _hoist(w_ptr, 0, D, C, M0, W_KIND, False, HOIST)
+    bq0 = _hoist(b_ptr, 0, D, C, M0, B_KIND, False, HOIST)
+    scq0 = _hoist(sc_ptr, 0, D, C, M0, SC_KIND, True, HOIST)
+    shq0 = _hoist(sh_ptr, 0, D, C, M0, SH_KIND, False, HOIST)
     if K > 1:
-        gq1 = _hoist(g_ptr, 1, D, C, M1, G_KIND, False)
-        wq1 = _hoist(w_ptr, 1, D, C, M1, W_KIND, False)
-        bq1 = _hoist(b_ptr, 1, D, C, M1, B_KIND, False)
-        scq1 = _hoist(sc_ptr, 1, D, C, M1, SC_KIND, True)
-        shq1 = _hoist(sh_ptr, 1, D, C, M1, SH_KIND, False)
+        gq1 = _hoist(g_ptr, 1, D, C, M1, G_KIND, False, HOIST)
+        wq1 = _hoist(w_ptr, 1, D, C, M1, W_KIND, False, HOIST)
+        bq1 = _hoist(b_ptr, 1, D, C, M1, B_KIND, False, HOIST)
+        scq1 = _hoist(sc_ptr, 1, D, C, M1, SC_KIND, True, HOIST)
+        shq1 = _hoist(sh_ptr, 1, D, C, M1, SH_KIND, False, HOIST)
     if K > 2:
-        gq2 = _hoist(g_ptr, 2, D, C, M2, G_KIND, False)
-        wq2 = _hoist(w_ptr, 2, D, C, M2, W_KIND, False)
-        bq2 = _hoist(b_ptr, 2, D, C, M2, B_KIND, False)
-        scq2 = _hoist(sc_ptr, 2, D, C, M2, SC_KIND, True)
-        shq2 = _hoist(sh_ptr, 2, D, C, M2, SH_KIND, False)
+        gq2 = _hoist(g_ptr, 2, D, C, M2, G_KIND, False, HOIST)
+        wq2 = _hoist(w_ptr, 2, D, C, M2, W_KIND, False, HOIST)
+        bq2 = _hoist(b_ptr, 2, D, C, M2, B_KIND, False, HOIST)
+        scq2 = _hoist(sc_ptr, 2, D, C, M2, SC_KIND, True, HOIST)
+        shq2 = _hoist(sh_ptr, 2, D, C, M2, SH_KIND, False, HOIST)
     if K > 3:
-        gq3 = _hoist(g_ptr, 3, D, C, M3, G_KIND, False)
-        wq3 = _hoist(w_ptr, 3, D, C, M3, W_KIND, False)
-        bq3 = _hoist(b_ptr, 3, D, C, M3, B_KIND, False)
-        scq3 = _hoist(sc_ptr, 3, D, C, M3, SC_KIND, True)
-        shq3 = _hoist(sh_ptr, 3, D, C, M3, SH_KIND, False)
+        gq3 = _hoist(g_ptr, 3, D, C, M3, G_KIND, False, HOIST)
+        wq3 = _hoist(w_ptr, 3, D, C, M3, W_KIND, False, HOIST)
+        bq3 = _hoist(b_ptr, 3, D, C, M3, B_KIND, False, HOIST)
+        scq3 = _hoist(sc_ptr, 3, D, C, M3, SC_KIND, True, HOIST)
+        shq3 = _hoist(sh_ptr, 3, D, C, M3, SH_KIND, False, HOIST)
     if K > 4:
-        gq4 = _hoist(g_ptr, 4, D, C, M4, G_KIND, False)
-        wq4 = _hoist(w_ptr, 4, D, C, M4, W_KIND, False)
-        bq4 = _hoist(b_ptr, 4, D, C, M4, B_KIND, False)
-        scq4 = _hoist(sc_ptr, 4, D, C, M4, SC_KIND, True)
-        shq4 = _hoist(sh_ptr, 4, D, C, M4, SH_KIND, False)
+        gq4 = _hoist(g_ptr, 4, D, C, M4, G_KIND, False, HOIST)
+        wq4 = _hoist(w_ptr, 4, D, C, M4, W_KIND, False, HOIST)
+        bq4 = _hoist(b_ptr, 4, D, C, M4, B_KIND, False, HOIST)
+        scq4 = _hoist(sc_ptr, 4, D, C, M4, SC_KIND, True, HOIST)
+        shq4 = _hoist(sh_ptr, 4, D, C, M4, SH_KIND, False, HOIST)
     g0 = 0.0
     if HAS_RES:
         if G_KIND == 1 or G_KIND == 2:
@@ -207,15 +217,27 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, gq0, 0, D, C, M0, HAS_RES, G_KIND)
+            v0 = _row_in(xo, ro, go, oo, gq0, 0, D, C, M0, HAS_RES, G_KIND, HOIST)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, gq1, 1, D, C, M1, HAS_RES, G_KIND)
+                v1 = _row_in(xo, ro, go, oo, gq1, 1, D, C, M1, HAS_RES, G_KIND, HOIST)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, gq2, 2, D, C, M2, HAS_RES, G_KIND)
+                v2 = _row_in(xo, ro, go, oo, gq2, 2, D, C, M2, HAS_RES, G_KIND, HOIST)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, gq3, 3, D, C, M3, HAS_RES, G_KIND)
+                v3 = _row_in(xo, ro, go, oo, gq3, 3, D, C, M3, HAS_RES, G_KIND, HOIST)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, gq4, 4, D, C, M4, HAS_RES, G_KIND)
+                v4 = _row_in(xo, ro, go, oo, gq4, 4, D, C, M4, HAS_RES, G_KIND, HOIST)
+            if PREFETCH:
+                # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
+                # are in flight together with x's instead of after them.
+                a0, h0 = _mods(sco, sho, scq0, shq0, 0, D, C, M0, SC_KIND, SH_KIND, HOIST)
+                if K > 1:
+                    a1, h1 = _mods(sco, sho, scq1, shq1, 1, D, C, M1, SC_KIND, SH_KIND, HOIST)
+                if K > 2:
+                    a2, h2 = _mods(sco, sho, scq2, shq2, 2, D, C, M2, SC_KIND, SH_KIND, HOIST)
+                if K > 3:
+                    a3, h3 = _mods(sco, sho, scq3, shq3, 3, D, C, M3, SC_KIND, SH_KIND, HOIST)
+                if K > 4:
+                    a4, h4 = _mods(sco, sho, scq4, shq4, 4, D, C, M4, SC_KIND, SH_KIND, HOIST)
 
             mean = 0.0
             if IS_LN and PRECISE:
@@ -306,20 +328,25 @@ def _nss_kernel(
                 var = tl.sum(q, axis=0) / D
             rstd = tl.math.rsqrt(var + eps)
 
-            _row_out(yo, v0, mean, rstd, wq0, bq0, scq0, shq0, sco, sho, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                     SC_KIND, SH_KIND)
+            if not PREFETCH:
+                a0, h0 = _mods(sco, sho, scq0, shq0, 0, D, C, M0, SC_KIND, SH_KIND, HOIST)
+                if K > 1:
+                    a1, h1 = _mods(sco, sho, scq1, shq1, 1, D, C, M1, SC_KIND, SH_KIND, HOIST)
+                if K > 2:
+                    a2, h2 = _mods(sco, sho, scq2, shq2, 2, D, C, M2, SC_KIND, SH_KIND, HOIST)
+                if K > 3:
+                    a3, h3 = _mods(sco, sho, scq3, shq3, 3, D, C, M3, SC_KIND, SH_KIND, HOIST)
+                if K > 4:
+                    a4, h4 = _mods(sco, sho, scq4, shq4, 4, D, C, M4, SC_KIND, SH_KIND, HOIST)
+            _row_out(yo, v0, mean, rstd, w_ptr, b_ptr, wq0, bq0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B, HOIST)
             if K > 1:
-                _row_out(yo, v1, mean, rstd, wq1, bq1, scq1, shq1, sco, sho, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
-                         SC_KIND, SH_KIND)
+                _row_out(yo, v1, mean, rstd, w_ptr, b_ptr, wq1, bq1, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B, HOIST)
             if K > 2:
-                _row_out(yo, v2, mean, rstd, wq2, bq2, scq2, shq2, sco, sho, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
-                         SC_KIND, SH_KIND)
+                _row_out(yo, v2, mean, rstd, w_ptr, b_ptr, wq2, bq2, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B, HOIST)
             if K > 3:
-                _row_out(yo, v3, mean, rstd, wq3, bq3, scq3, shq3, sco, sho, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
-                         SC_KIND, SH_KIND)
+                _row_out(yo, v3, mean, rstd, w_ptr, b_ptr, wq3, bq3, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B, HOIST)
             if K > 4:
-                _row_out(yo, v4, mean, rstd, wq4, bq4, scq4, shq4, sco, sho, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
-                         SC_KIND, SH_KIND)
+                _row_out(yo, v4, mean, rstd, w_ptr, b_ptr, wq4, bq4, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B, HOIST)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -346,6 +373,12 @@ def _warps(C, K):
     while w < 16 and C // (32 * (w * 2)) >= 4 and K * C // (32 * (w * 2)) >= 16:
         w *= 2
     return w
+
+
+def _layout(C, K, has_res, kinds):
+    """(warps, HOIST, PREFETCH) for a row of K chunks of C lanes whose modulation operands (gate, weight, bias,
+    scale, shift) are of the given kinds."""
+    return _warps(C, K), True, False
 
 
 def _rows_per_program(M):
@@ -429,14 +462,15 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
     precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
     C, K = _chunks(D)
     rows = _rows_per_program(M)
+    warps, hoist, prefetch = _layout(C, K, has_res, (g[3], _SHARED if has_w else _NONE, _SHARED if has_b else _NONE, sc[3], sh[3]))
     tensors = (out, residual_out if has_res else x, x, residual if has_res else x,
                gate if g[3] else x, weight if has_w else x, bias if has_b else x, scale, shift)
     return Plan(
         (cdiv(M, rows), 1, 1), [t.dtype for t in tensors],
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
-        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D),
-        _warps(C, K),
+        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, hoist, prefetch),
+        warps,
     ), has_w, has_b
 
 

@@ -1,0 +1,135 @@
+"""Time launch-layout variants of a candidate on a GPU, to choose its heuristics by measurement.
+
+A variant replaces one of the candidate's layout functions (module attribute) for the whole run; each row is checked
+against the oracle and timed by CUDA-graph replay (the graph_us method of the harness, without its interleaving and
+statistics). Only for picking defaults: the numbers a campaign reports come from `kda bench`.
+
+    python3 scripts/layout_sweep.py cutedsl_norm_scale_shift --rows a,b --out sweep.json
+
+Variants are named in VARIANTS below, per task: {name: {module attribute: replacement}}.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+from kda.task import Task
+from kda.workloads import build_inputs, refill_inputs
+
+sys.path.insert(0, ".")
+
+
+def _nss_layouts():
+    import importlib
+    m = importlib.import_module(Task.load("cutedsl_norm_scale_shift").load_solution().__name__ + ".norm_scale_shift")
+
+    out = {}
+    for w in (8, 16):
+        for h in (True, False):
+            for p in (False, True):
+                # D = 3072 rows run half the warps of D = 5120 rows at the same setting (same values per thread).
+                out[f"w{w}_hoist{int(h)}_pf{int(p)}"] = (m, "_layout", (lambda w=w, h=h, p=p: (
+                    lambda C, K, has_res, kinds: (w if C * K > 4096 else w // 2, h, p)))())
+    out["default"] = (m, "_layout", m._layout)
+    return m, out
+
+
+def _select01_layouts():
+    import importlib
+    m = importlib.import_module(Task.load("fuse_scale_shift").load_solution().__name__ + ".select01")
+    out = {f"row_w{w}": (m, "_row_warps", (lambda w=w: (lambda block_n: w))()) for w in (4, 8)}
+    out["default"] = (m, "_row_warps", m._row_warps)
+    return m, out
+
+
+VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _select01_layouts}
+
+
+def _graph_us(fn, calls=10, replays=15):
+    fn()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for _ in range(calls):
+            fn()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("task")
+    ap.add_argument("--rows", required=True)
+    ap.add_argument("--variants", default=None, help="comma-separated variant names (default: all)")
+    ap.add_argument("--baseline", action="store_true", help="time the upstream baseline too (needs it importable)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    torch.set_grad_enabled(False)
+    task = Task.load(args.task)
+    module, variants = VARIANTS[args.task]()
+    if args.variants:
+        variants = {k: variants[k] for k in args.variants.split(",")}
+    sol, ad = task.load_solution(), task.adapter
+    upstream = None
+    if args.baseline:
+        from kda.vendor import load_entry_points, vendor_task
+        load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
+        upstream = {e.split(":")[1]: getattr(sys.modules[e.split(":")[0]], e.split(":")[1])
+                    for e in task.cfg["task"]["entry_points"]}
+    tol = task.cfg["check"]["tolerance"]
+    results = []
+    for rid in args.rows.split(","):
+        row = next(r for r in task.rows if r.id == rid)
+        inp = build_inputs(row, "cuda")
+        refill_inputs(row, inp, 12345)
+        ref = task.oracle.reference(row, inp)
+        specs = ad.output_specs(row, inp)
+        out = {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
+        rec = {"row": rid, "variants": {}}
+        if upstream is not None:
+            outb = {k: torch.empty_like(v) for k, v in out.items()}
+            rec["baseline_us"] = _graph_us(lambda: ad.call_baseline(upstream, row, inp, outb))
+        for name, (mod, attr, fn) in variants.items():
+            saved = getattr(mod, attr)
+            setattr(mod, attr, fn)
+            if hasattr(mod, "_plans"):
+                mod._plans.clear()
+            try:
+                ad.call_candidate(sol, row, inp, out)
+                worst = 0.0
+                for k, (shape, dtype) in specs.items():
+                    t = tol[str(dtype).split(".")[1]]
+                    err = ((out[k].to(ref[k].dtype) - ref[k]).abs() / (t["atol"] + t["rtol"] * ref[k].abs()))
+                    worst = max(worst, float(err[torch.isfinite(err)].max()))
+                us = _graph_us(lambda: ad.call_candidate(sol, row, inp, out))
+                rec["variants"][name] = {"graph_us": us, "worst_norm_err": worst}
+            finally:
+                setattr(mod, attr, saved)
+                if hasattr(mod, "_plans"):
+                    mod._plans.clear()
+        best = min(rec["variants"], key=lambda k: rec["variants"][k]["graph_us"])
+        line = " ".join(f"{k}={v['graph_us']:.1f}" + ("!" if v["worst_norm_err"] > 1 else "")
+                        for k, v in rec["variants"].items())
+        base = f" baseline={rec['baseline_us']:.1f}" if "baseline_us" in rec else ""
+        print(f"{rid}: best {best}{base} | {line}", flush=True)
+        results.append(rec)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"task": args.task, "gpu": torch.cuda.get_device_name(), "rows": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
