@@ -18,7 +18,6 @@ import torch
 from kda.task import Task
 from kda.workloads import build_inputs, refill_inputs
 
-sys.path.insert(0, ".")
 
 
 def _nss_layouts():
