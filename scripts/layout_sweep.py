@@ -23,23 +23,29 @@ from kda.workloads import build_inputs, refill_inputs
 def _nss_layouts():
     import importlib
     m = importlib.import_module(Task.load("cutedsl_norm_scale_shift").load_solution().__name__ + ".norm_scale_shift")
-
     out = {}
     for w in (8, 16):
         for h in (True, False):
             for p in (False, True):
                 # D = 3072 rows run half the warps of D = 5120 rows at the same setting (same values per thread).
-                out[f"w{w}_hoist{int(h)}_pf{int(p)}"] = (m, "_layout", (lambda w=w, h=h, p=p: (
-                    lambda C, K, has_res, kinds: (w if C * K > 4096 else w // 2, h, p)))())
-    out["default"] = (m, "_layout", m._layout)
+                out[f"w{w}_hoist{int(h)}_pf{int(p)}"] = {"_layout": (lambda w=w, h=h, p=p: (
+                    lambda C, K, has_res, kinds: (w if C * K > 4096 else w // 2, h, p)))()}
+    for w in (8, 16):
+        for p in (False, True):
+            # One power-of-two block per row (5120 -> 8192 lanes, 3072 -> 4096), masked: one address per vector.
+            out[f"pad_w{w}_pf{int(p)}"] = {
+                "_chunks": lambda D: (1 << (D - 1).bit_length(), 1),
+                "_layout": (lambda w=w, p=p: (lambda C, K, has_res, kinds: (w if C > 4096 else w // 2, False, p)))()}
+    out["w8_hoist0_pf0_rows1"] = {**out["w8_hoist0_pf0"], "_rows_per_program": lambda M: 1}
+    out["default"] = {}
     return m, out
 
 
 def _select01_layouts():
     import importlib
     m = importlib.import_module(Task.load("fuse_scale_shift").load_solution().__name__ + ".select01")
-    out = {f"row_w{w}": (m, "_row_warps", (lambda w=w: (lambda block_n: w))()) for w in (4, 8)}
-    out["default"] = (m, "_row_warps", m._row_warps)
+    out = {f"row_w{w}": {"_row_warps": (lambda w=w: (lambda block_n: w))()} for w in (4, 8)}
+    out["default"] = {}
     return m, out
 
 
@@ -101,11 +107,12 @@ def main(argv=None):
         if upstream is not None:
             outb = {k: torch.empty_like(v) for k, v in out.items()}
             rec["baseline_us"] = _graph_us(lambda: ad.call_baseline(upstream, row, inp, outb))
-        for name, (mod, attr, fn) in variants.items():
-            saved = getattr(mod, attr)
-            setattr(mod, attr, fn)
-            if hasattr(mod, "_plans"):
-                mod._plans.clear()
+        for name, patch in variants.items():
+            saved = {attr: getattr(module, attr) for attr in patch}
+            for attr, fn in patch.items():
+                setattr(module, attr, fn)
+            if hasattr(module, "_plans"):
+                module._plans.clear()
             try:
                 ad.call_candidate(sol, row, inp, out)
                 worst = 0.0
@@ -116,9 +123,10 @@ def main(argv=None):
                 us = _graph_us(lambda: ad.call_candidate(sol, row, inp, out))
                 rec["variants"][name] = {"graph_us": us, "worst_norm_err": worst}
             finally:
-                setattr(mod, attr, saved)
-                if hasattr(mod, "_plans"):
-                    mod._plans.clear()
+                for attr, fn in saved.items():
+                    setattr(module, attr, fn)
+                if hasattr(module, "_plans"):
+                    module._plans.clear()
         best = min(rec["variants"], key=lambda k: rec["variants"][k]["graph_us"])
         line = " ".join(f"{k}={v['graph_us']:.1f}" + ("!" if v["worst_norm_err"] > 1 else "")
                         for k, v in rec["variants"].items())
