@@ -36,7 +36,8 @@ def _nss_layouts():
             out[f"pad_w{w}_pf{int(p)}"] = {
                 "_chunks": lambda D: (1 << (D - 1).bit_length(), 1),
                 "_layout": (lambda w=w, p=p: (lambda C, K, has_res, kinds: (w if C > 4096 else w // 2, False, p)))()}
-    out["w8_hoist0_pf0_rows1"] = {**out["w8_hoist0_pf0"], "_rows_per_program": lambda M: 1}
+    for name in list(out):  # the same layouts at one row per program
+        out[name + "_r1"] = {**out[name], "_rows_per_program": lambda M: 1}
     out["default"] = {}
     return m, out
 
