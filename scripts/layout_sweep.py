@@ -21,23 +21,29 @@ from kda.workloads import build_inputs, refill_inputs
 
 
 def _nss_layouts():
+    """Every (chunked | padded) x (warps) x (8 rows | 1 row per program) x (PREFETCH) layout around the default."""
     import importlib
     m = importlib.import_module(Task.load("cutedsl_norm_scale_shift").load_solution().__name__ + ".norm_scale_shift")
+
+    def layout(padded, wide, rows1, pf):
+        def f(D, M, has_res, g_kind, sc_kind, sh_kind):
+            if padded:  # one masked power-of-two block: 32 values per thread (wide: 16)
+                C, K = 1 << (D - 1).bit_length(), 1
+                warps = max(1, C // (512 if wide else 1024))
+            else:  # unpadded chunks, the default warps (wide: twice as many)
+                C, K = m._chunks(D)
+                warps = min(16, m._warps(C, K) * (2 if wide else 1))
+            return C, K, 1 if rows1 else m._rows_per_program(M), warps, pf
+        return f
+
     out = {}
-    for w in (8, 16):
-        for h in (True, False):
-            for p in (False, True):
-                # D = 3072 rows run half the warps of D = 5120 rows at the same setting (same values per thread).
-                out[f"w{w}_hoist{int(h)}_pf{int(p)}"] = {"_layout": (lambda w=w, h=h, p=p: (
-                    lambda C, K, has_res, kinds: (w if C * K > 4096 else w // 2, h, p)))()}
-    for w in (8, 16):
-        for p in (False, True):
-            # One power-of-two block per row (5120 -> 8192 lanes, 3072 -> 4096), masked: one address per vector.
-            out[f"pad_w{w}_pf{int(p)}"] = {
-                "_chunks": lambda D: (1 << (D - 1).bit_length(), 1),
-                "_layout": (lambda w=w, p=p: (lambda C, K, has_res, kinds: (w if C > 4096 else w // 2, False, p)))()}
-    for name in list(out):  # the same layouts at one row per program
-        out[name + "_r1"] = {**out[name], "_rows_per_program": lambda M: 1}
+    for padded in (False, True):
+        for wide in (False, True):
+            for rows1 in (False, True):
+                for pf in (False, True):
+                    shape = ("pad" if padded else "chunk") + ("_wide" if wide else "_std")
+                    name = f"{shape}_r{1 if rows1 else 8}_pf{int(pf)}"
+                    out[name] = {"_layout": layout(padded, wide, rows1, pf)}
     out["default"] = {}
     return m, out
 

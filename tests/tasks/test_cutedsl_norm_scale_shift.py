@@ -1,6 +1,11 @@
 """cutedsl_norm_scale_shift task folder: both entry points among the production rows, the oracle against PyTorch's
 own norms for every modulation form, and the upstream affine quirks it keeps. Checks every task shares:
 tests/test_task_folders.py; the CPU gate (candidate against the oracle): tests/test_cpu_gate.py."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import torch
 import torch.nn.functional as F
 
@@ -99,3 +104,37 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
     torch.testing.assert_close(got, exact, rtol=0, atol=0)
     half = TASK.oracle.reference(row, {"x": x.bfloat16(), "weight": None, "bias": None, "scale": sc, "shift": sh})
     assert half["y"].dtype == torch.float32
+
+
+# The candidate under Triton's interpreter (a fresh process: the interpreter is chosen when kernels are defined) on
+# the layouts no CPU row reaches: the residual form without a gate at a D that is not a power of two (one masked
+# block per row), and per-row gate, scale and shift (loaded before the reduction).
+_PROBE = textwrap.dedent("""
+    import torch
+    from kda.task import Task
+    task = Task.load("cutedsl_norm_scale_shift")
+    sol = task.load_solution()
+    g = torch.Generator().manual_seed(6)
+    B, S, D = 2, 3, 768
+    rn = lambda *shape: torch.randn(*shape, generator=g).to(torch.bfloat16)
+    row = next(r for r in task.rows if r.function == "fused_scale_residual_norm_scale_shift"
+               and r.scalars["norm_type"] == "layer")
+    cases = {"no gate, shared fp32 scale/shift": dict(gate=None, scale=rn(1, 1, D).float(), shift=rn(1, 1, D).float()),
+             "per-row gate, scale, shift": dict(gate=rn(B, S, D), scale=rn(B, S, D), shift=rn(B, S, D))}
+    for name, mod in cases.items():
+        inp = dict(residual=rn(B, S, D), x=rn(B, S, D), weight=None, bias=None, **mod)
+        y, r = sol.fused_scale_residual_norm_scale_shift(inp["residual"], inp["x"], inp["gate"], None, None,
+                                                         inp["scale"], inp["shift"], "layer", float(row.scalars["eps"]))
+        ref = task.oracle.reference(row, inp)
+        for k, got in (("y", y), ("residual_out", r)):
+            err = (got.float() - ref[k]).abs()
+            assert bool((err <= 2e-2 + 1e-2 * ref[k].abs()).all()), (name, k, float(err.max()))
+    print("ok")
+""")
+
+
+def test_candidate_residual_layouts_no_row_reaches():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=TASK.path.parents[2])
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr

@@ -1,23 +1,22 @@
-"""Candidate v3 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v4 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
-lanes and registers on a 5120-wide row. Only the last chunk is masked, and only when C does not divide D.
+lanes and registers on a 5120-wide row. Only the last chunk is masked, and only when C does not divide D. The
+residual form without a gate is the exception: there one masked power-of-two block per row measured faster.
 
-A program walks ROWS consecutive rows. Modulation vectors that do not change from row to row (gate, weight, bias,
-scale, shift of shape [D], [1, D], [1, 1, D], or any form when B == 1 and nothing varies per token) are loaded once
-per program before the row loop and kept in registers; v2 re-read them from L2 for every row, 2-3x the DRAM traffic
-of the row itself on the Wan rows (fp32 [1, 1, D] scale/shift; gate, weight and bias on the self-attention rows).
-(1 + scale) is formed once there too. Streamed x and residual loads skip L1 (.cg), leaving it to the vectors that do
-vary per row.
+Modulation operands (gate, weight, bias, scale, shift) are loaded where they are used, every row; shared ones hit L1.
+v3 kept shared vectors in registers across the rows of a program: 120 registers and two CTAs per SM on the Wan
+self-attention rows, 0.74x of upstream. v4 runs the residual form and per-row modulation one row per program, and
+loads a per-row scale/shift with the row's inputs, before the reduction (`_layout` says what each choice measured).
+Streamed x and residual loads skip L1 (.cg), leaving it to the modulation.
 
 Per row: v = residual + gate * x (written to residual_out), statistics in fp32, y = norm(v) * (1 + scale) + shift.
 bf16/fp16 rows take the LayerNorm statistics in one block reduction of (sum, sum of squares) of v - k, where k is the
 row's first value (a shift that keeps the one-pass variance accurate when the mean is large against the spread): one
 cross-warp reduction per row instead of v2's three. fp32 rows keep two passes from registers, the mean first and the
-centred variance second, as upstream and the oracle do. 1/sqrt is rsqrt (rsqrt.approx, as torch.rsqrt and upstream's
-cute.rsqrt), not a correctly rounded 1/sqrt: the fp32 rows are judged against torch's fp32 oracle, and v2's exact
-reciprocal sat one to two ulps off both. Unlike upstream, r and the normalised value are not rounded to x's dtype
+centred variance second, as upstream and the oracle do. 1/sqrt is rsqrt (rsqrt.approx, as upstream's cute.rsqrt).
+Unlike upstream, r and the normalised value are not rounded to x's dtype
 before the modulation: only the stored outputs are rounded.
 
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
@@ -71,14 +70,13 @@ def _zero_tail(val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _hoist(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr,
-           HOIST: tl.constexpr):
-    """A modulation chunk that is the same for every row of the program, loaded once (0.0 where nothing is or
-    where HOIST is off and shared rows are read per row instead)."""
+def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr):
+    """Chunk j of a modulation operand for this row (ptr already points at the row's own vector for per-row kinds):
+    0.0 when absent, one value, or a vector load, which for shared operands comes from L1."""
     v = 0.0
     if KIND == 1:
         v = tl.load(ptr).to(tl.float32)
-    elif KIND == 2 and HOIST:
+    elif KIND != 0:
         v = _ld(ptr, j, D, C, MASKED, False)
     if PLUS1:
         v = 1.0 + v
@@ -86,51 +84,36 @@ def _hoist(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND:
 
 
 @triton.jit
-def _mod(ptr, hoisted, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr,
-         PLUS1: tl.constexpr, HOIST: tl.constexpr):
-    """A modulation chunk of this row: the hoisted value, or a load (the row's own vector, or with HOIST off the
-    shared one, which then comes from L1)."""
-    v = hoisted
-    if KIND == 3 or (KIND == 2 and not HOIST):
-        v = _ld(ptr, j, D, C, MASKED, False)
-        if PLUS1:
-            v = 1.0 + v
-    return v
-
-
-@triton.jit
-def _row_in(xo, ro, go, oo, gq, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, HOIST: tl.constexpr):
+def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out) or of v = x."""
     v = _ld(xo, j, D, C, MASKED, True)
     if HAS_RES:
         if G_KIND != 0:
-            v = v * _mod(go, gq, j, D, C, MASKED, G_KIND, False, HOIST)
+            v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
         v = v + _ld(ro, j, D, C, MASKED, True)
         _st(oo, v, j, D, C, MASKED)
     return v
 
 
 @triton.jit
-def _mods(sco, sho, scq, shq, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, SC_KIND: tl.constexpr,
-          SH_KIND: tl.constexpr, HOIST: tl.constexpr):
+def _mods(sco, sho, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, SC_KIND: tl.constexpr,
+          SH_KIND: tl.constexpr):
     """(1 + scale, shift) of chunk j of this row."""
-    return (_mod(sco, scq, j, D, C, MASKED, SC_KIND, True, HOIST),
-            _mod(sho, shq, j, D, C, MASKED, SH_KIND, False, HOIST))
+    return _mod(sco, j, D, C, MASKED, SC_KIND, True), _mod(sho, j, D, C, MASKED, SH_KIND, False)
 
 
 @triton.jit
-def _row_out(yo, v, mean, rstd, w_ptr, b_ptr, wq, bq, a, sh, j: tl.constexpr, D, C: tl.constexpr,
-             MASKED: tl.constexpr, IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-             HOIST: tl.constexpr):
+def _row_out(yo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
+             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     if IS_LN:
         n = (v - mean) * rstd
     else:
         n = v * rstd
     if HAS_W:
-        n = n * _mod(w_ptr, wq, j, D, C, MASKED, 2, False, HOIST)
+        n = n * _ld(w_ptr, j, D, C, MASKED, False)
     if HAS_B:
-        n = n + _mod(b_ptr, bq, j, D, C, MASKED, 2, False, HOIST)
+        n = n + _ld(b_ptr, j, D, C, MASKED, False)
     _st(yo, n * a + sh, j, D, C, MASKED)
 
 
@@ -148,7 +131,7 @@ def _nss_kernel(
     eps,
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
-    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, HOIST: tl.constexpr, PREFETCH: tl.constexpr,
+    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -156,44 +139,6 @@ def _nss_kernel(
     M2: tl.constexpr = TAIL and K == 3
     M3: tl.constexpr = TAIL and K == 4
     M4: tl.constexpr = TAIL and K == 5
-    W_KIND: tl.constexpr = 2 if HAS_W else 0
-    B_KIND: tl.constexpr = 2 if HAS_B else 0
-
-    # Row-invariant operands, once per program.
-    gq0 = _hoist(g_ptr, 0, D, C, M0, G_KIND, False, HOIST)
-    wq0 = _hoist(w_ptr, 0, D, C, M0, W_KIND, False, HOIST)
-    bq0 = _hoist(b_ptr, 0, D, C, M0, B_KIND, False, HOIST)
-    scq0 = _hoist(sc_ptr, 0, D, C, M0, SC_KIND, True, HOIST)
-    shq0 = _hoist(sh_ptr, 0, D, C, M0, SH_KIND, False, HOIST)
-    if K > 1:
-        gq1 = _hoist(g_ptr, 1, D, C, M1, G_KIND, False, HOIST)
-        wq1 = _hoist(w_ptr, 1, D, C, M1, W_KIND, False, HOIST)
-        bq1 = _hoist(b_ptr, 1, D, C, M1, B_KIND, False, HOIST)
-        scq1 = _hoist(sc_ptr, 1, D, C, M1, SC_KIND, True, HOIST)
-        shq1 = _hoist(sh_ptr, 1, D, C, M1, SH_KIND, False, HOIST)
-    if K > 2:
-        gq2 = _hoist(g_ptr, 2, D, C, M2, G_KIND, False, HOIST)
-        wq2 = _hoist(w_ptr, 2, D, C, M2, W_KIND, False, HOIST)
-        bq2 = _hoist(b_ptr, 2, D, C, M2, B_KIND, False, HOIST)
-        scq2 = _hoist(sc_ptr, 2, D, C, M2, SC_KIND, True, HOIST)
-        shq2 = _hoist(sh_ptr, 2, D, C, M2, SH_KIND, False, HOIST)
-    if K > 3:
-        gq3 = _hoist(g_ptr, 3, D, C, M3, G_KIND, False, HOIST)
-        wq3 = _hoist(w_ptr, 3, D, C, M3, W_KIND, False, HOIST)
-        bq3 = _hoist(b_ptr, 3, D, C, M3, B_KIND, False, HOIST)
-        scq3 = _hoist(sc_ptr, 3, D, C, M3, SC_KIND, True, HOIST)
-        shq3 = _hoist(sh_ptr, 3, D, C, M3, SH_KIND, False, HOIST)
-    if K > 4:
-        gq4 = _hoist(g_ptr, 4, D, C, M4, G_KIND, False, HOIST)
-        wq4 = _hoist(w_ptr, 4, D, C, M4, W_KIND, False, HOIST)
-        bq4 = _hoist(b_ptr, 4, D, C, M4, B_KIND, False, HOIST)
-        scq4 = _hoist(sc_ptr, 4, D, C, M4, SC_KIND, True, HOIST)
-        shq4 = _hoist(sh_ptr, 4, D, C, M4, SH_KIND, False, HOIST)
-    g0 = 0.0
-    if HAS_RES:
-        if G_KIND == 1 or G_KIND == 2:
-            g0 = tl.load(g_ptr).to(tl.float32)
-
     row0 = tl.program_id(0).to(tl.int64) * ROWS
     for i in range(0, ROWS):
         row = row0 + i
@@ -217,34 +162,33 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, gq0, 0, D, C, M0, HAS_RES, G_KIND, HOIST)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, gq1, 1, D, C, M1, HAS_RES, G_KIND, HOIST)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, gq2, 2, D, C, M2, HAS_RES, G_KIND, HOIST)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, gq3, 3, D, C, M3, HAS_RES, G_KIND, HOIST)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, gq4, 4, D, C, M4, HAS_RES, G_KIND, HOIST)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND)
             if PREFETCH:
                 # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
                 # are in flight together with x's instead of after them.
-                a0, h0 = _mods(sco, sho, scq0, shq0, 0, D, C, M0, SC_KIND, SH_KIND, HOIST)
+                a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
                 if K > 1:
-                    a1, h1 = _mods(sco, sho, scq1, shq1, 1, D, C, M1, SC_KIND, SH_KIND, HOIST)
+                    a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
                 if K > 2:
-                    a2, h2 = _mods(sco, sho, scq2, shq2, 2, D, C, M2, SC_KIND, SH_KIND, HOIST)
+                    a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
                 if K > 3:
-                    a3, h3 = _mods(sco, sho, scq3, shq3, 3, D, C, M3, SC_KIND, SH_KIND, HOIST)
+                    a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
                 if K > 4:
-                    a4, h4 = _mods(sco, sho, scq4, shq4, 4, D, C, M4, SC_KIND, SH_KIND, HOIST)
+                    a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
 
             mean = 0.0
             if IS_LN and PRECISE:
-                # fp32 rows: the oracle is torch's fp32 math, whose mean and variance are its own tree sums. Sums
-                # taken in fp64 and rounded once land on the exact statistics, so the candidate's distance to the
-                # oracle is the oracle's own rounding and nothing more (v2's fp32 sums added a second, independent
-                # error). The squares are rounded to fp32 first, as the oracle's vc * vc is.
+                # fp32 rows (judged at 1e-5 against an fp64 oracle): sums taken in fp64 and rounded once land on the
+                # exact statistics; v2's fp32 sums were a second, independent error. The squares are rounded to
+                # fp32 first.
                 t = v0.to(tl.float64)
                 if K > 1:
                     t += v1.to(tl.float64)
@@ -276,10 +220,8 @@ def _nss_kernel(
                 # enough for 16-bit outputs even when the row's mean is far from zero.
                 k = tl.load(xo).to(tl.float32)
                 if HAS_RES:
-                    if G_KIND == 3:
+                    if G_KIND != 0:
                         k = k * tl.load(go).to(tl.float32)
-                    elif G_KIND != 0:
-                        k = k * g0
                     k = k + tl.load(ro).to(tl.float32)
                 c = _zero_tail(v0 - k, 0, D, C, M0)
                 s = c
@@ -329,24 +271,24 @@ def _nss_kernel(
             rstd = tl.math.rsqrt(var + eps)
 
             if not PREFETCH:
-                a0, h0 = _mods(sco, sho, scq0, shq0, 0, D, C, M0, SC_KIND, SH_KIND, HOIST)
+                a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
                 if K > 1:
-                    a1, h1 = _mods(sco, sho, scq1, shq1, 1, D, C, M1, SC_KIND, SH_KIND, HOIST)
+                    a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
                 if K > 2:
-                    a2, h2 = _mods(sco, sho, scq2, shq2, 2, D, C, M2, SC_KIND, SH_KIND, HOIST)
+                    a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
                 if K > 3:
-                    a3, h3 = _mods(sco, sho, scq3, shq3, 3, D, C, M3, SC_KIND, SH_KIND, HOIST)
+                    a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
                 if K > 4:
-                    a4, h4 = _mods(sco, sho, scq4, shq4, 4, D, C, M4, SC_KIND, SH_KIND, HOIST)
-            _row_out(yo, v0, mean, rstd, w_ptr, b_ptr, wq0, bq0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B, HOIST)
+                    a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
+            _row_out(yo, v0, mean, rstd, w_ptr, b_ptr, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B)
             if K > 1:
-                _row_out(yo, v1, mean, rstd, w_ptr, b_ptr, wq1, bq1, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B, HOIST)
+                _row_out(yo, v1, mean, rstd, w_ptr, b_ptr, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B)
             if K > 2:
-                _row_out(yo, v2, mean, rstd, w_ptr, b_ptr, wq2, bq2, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B, HOIST)
+                _row_out(yo, v2, mean, rstd, w_ptr, b_ptr, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B)
             if K > 3:
-                _row_out(yo, v3, mean, rstd, w_ptr, b_ptr, wq3, bq3, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B, HOIST)
+                _row_out(yo, v3, mean, rstd, w_ptr, b_ptr, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B)
             if K > 4:
-                _row_out(yo, v4, mean, rstd, w_ptr, b_ptr, wq4, bq4, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B, HOIST)
+                _row_out(yo, v4, mean, rstd, w_ptr, b_ptr, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -375,15 +317,32 @@ def _warps(C, K):
     return w
 
 
-def _layout(C, K, has_res, kinds):
-    """(warps, HOIST, PREFETCH) for a row of K chunks of C lanes whose modulation operands (gate, weight, bias,
-    scale, shift) are of the given kinds."""
-    return _warps(C, K), True, False
+def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
+    """(C, K, rows per program, warps, PREFETCH), chosen by H200 sweeps of the production forms (graph_us below;
+    scripts/layout_sweep.py, outputs in docs/profile/h200/layout-sweep/):
+    - The residual form without a gate (Wan and MOVA cross-attention) reads the row as one masked power-of-two block
+      at 32 values per thread: 763 against 878 us chunked on wan_t2v_crossattn_res (upstream 758).
+    - Everything else keeps the unpadded chunks (selfattn_res: 412 chunked, 467 padded; upstream 448).
+    - One row per program for the residual form and for per-row modulation (selfattn_res 412 against 459 at 8 rows,
+      helios 154 against 172); plain rows with shared modulation keep up to 8 rows per program (wan norm1 208-210
+      either way, hunyuan img_norm 88 against 91).
+    - A per-row scale/shift is loaded with the row's inputs (PREFETCH): helios 154 against 156.
+    No shared vector is kept in registers across rows any more (v3 did: 120 registers, 2 CTAs per SM on
+    selfattn_res); the loads hit L1."""
+    if has_res and g_kind == _NONE:
+        C, K = 1 << (D - 1).bit_length(), 1
+        warps = max(1, min(16, C // 1024))
+    else:
+        C, K = _chunks(D)
+        warps = _warps(C, K)
+    per_row = _PER_ROW in (g_kind, sc_kind, sh_kind)
+    rows = 1 if has_res or per_row else _rows_per_program(M)
+    return C, K, rows, warps, _PER_ROW in (sc_kind, sh_kind)
 
 
 def _rows_per_program(M):
-    # Enough rows per program to amortise the hoisted vectors (8 rows: the per-row L2 traffic they cost v2 drops
-    # 8x), while keeping about 2000+ programs so the last wave is short; small calls keep one row per program.
+    # Up to 8 rows per program while keeping about 2000+ programs so the last wave is short; small calls keep one
+    # row per program.
     return max(1, min(8, M // 2048))
 
 
@@ -458,18 +417,16 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
     # Upstream's LayerNorm applies its affine only when both weight and bias are given; its RMS path has no bias.
     has_w = weight is not None and (bias is not None or not is_ln)
     has_b = is_ln and weight is not None and bias is not None
-    # fp32 rows are judged against an fp32 oracle at 1e-5: they take the two-pass statistics.
+    # fp32 rows are judged at 1e-5: they take the two-pass statistics with fp64 sums.
     precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
-    C, K = _chunks(D)
-    rows = _rows_per_program(M)
-    warps, hoist, prefetch = _layout(C, K, has_res, (g[3], _SHARED if has_w else _NONE, _SHARED if has_b else _NONE, sc[3], sh[3]))
+    C, K, rows, warps, prefetch = _layout(D, M, has_res, g[3], sc[3], sh[3])
     tensors = (out, residual_out if has_res else x, x, residual if has_res else x,
                gate if g[3] else x, weight if has_w else x, bias if has_b else x, scale, shift)
     return Plan(
         (cdiv(M, rows), 1, 1), [t.dtype for t in tensors],
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
-        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, hoist, prefetch),
+        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch),
         warps,
     ), has_w, has_b
 

@@ -1,4 +1,4 @@
-"""Candidate v2 for cutedsl_norm_tanh_mul_add: one Triton kernel for both entry points.
+"""Candidate v3 for cutedsl_norm_tanh_mul_add: one Triton kernel for both entry points.
 
 A program owns BLOCK_M whole token rows in registers (one row for D >= 2048, several for narrow rows so each thread
 still moves 16-byte vectors). It reads x once, takes fp32 statistics from the registers, writes
@@ -7,7 +7,7 @@ writes y2 = norm(y) * (1 + scale2): x is read once and each output written once.
 not on y rounded to x's dtype as upstream does.
 
 tanh comes from exp of a non-positive argument, t = exp(-2|z|), tanh(z) = sign(z) (1 - t) / (1 + t): it never
-overflows. 16-bit rows take it in fp32; fp32 rows (judged at 1e-5 against an fp64 oracle) take it in fp64 (v2).
+overflows. 16-bit rows take it in fp32; fp32 rows (judged at 1e-5 against an fp64 oracle) take it in fp64 (v3).
 scale, shift and scale2 are [1|B, 1|S, D]; their broadcast dimensions become zero strides on the host, so nothing is
 expanded or copied. The host path reads shapes and strides only and launches the cached compiled kernel
 (kda.lean_launch).
