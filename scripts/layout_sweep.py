@@ -56,7 +56,25 @@ def _select01_layouts():
     return m, out
 
 
-VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _select01_layouts}
+def _scale_shift_layouts():
+    """The flat kernel's block, warps and eviction hints (streamed loads, store, channel vectors)."""
+    import importlib
+    m = importlib.import_module(Task.load("fuse_scale_shift").load_solution().__name__ + ".scale_shift")
+    out = {}
+    hints = {"first": ("evict_first", "evict_first", ""), "none": ("", "", ""),
+             "last": ("", "", "evict_last"), "first_last": ("evict_first", "evict_first", "evict_last"),
+             "ldfirst": ("evict_first", "", "evict_last")}
+    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8)):
+        for hname, h in hints.items():
+            fixed = (lambda b=block, w=warps, h=h: (lambda numel: (b, w, h)))()
+            out[f"b{block}_w{warps}_{hname}"] = {"_flat_config": fixed}
+    out["default"] = {}
+    return m, out
+
+
+# "scale_shift" sweeps fuse_scale_shift's scale-shift rows, "fuse_scale_shift" its select01 rows.
+VARIANTS = {"scale_shift": _scale_shift_layouts, "cutedsl_norm_scale_shift": _nss_layouts,
+            "fuse_scale_shift": _select01_layouts}
 
 
 def _graph_us(fn, calls=10, replays=15):
@@ -90,8 +108,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
-    task = Task.load(args.task)
     module, variants = VARIANTS[args.task]()
+    task = Task.load("fuse_scale_shift" if args.task == "scale_shift" else args.task)
     if args.variants:
         variants = {k: variants[k] for k in args.variants.split(",")}
     sol, ad = task.load_solution(), task.adapter
