@@ -72,9 +72,19 @@ def _scale_shift_layouts():
     return m, out
 
 
+def _group_norm_layouts():
+    """The split path's (elements per tile, tiles per program) for contiguous rows."""
+    import importlib
+    m = importlib.import_module(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu")
+    out = {f"t{t}_i{i}": {"_SPLIT_CONTIGUOUS": (t, i)}
+           for t, i in ((1024, 16), (2048, 4), (2048, 16), (4096, 4), (4096, 8), (8192, 2), (8192, 4))}
+    out["default"] = {}
+    return m, out
+
+
 # "scale_shift" sweeps fuse_scale_shift's scale-shift rows, "fuse_scale_shift" its select01 rows.
 VARIANTS = {"scale_shift": _scale_shift_layouts, "cutedsl_norm_scale_shift": _nss_layouts,
-            "fuse_scale_shift": _select01_layouts}
+            "fuse_scale_shift": _select01_layouts, "group_norm_silu": _group_norm_layouts}
 
 
 def _graph_us(fn, calls=10, replays=15):
