@@ -73,18 +73,12 @@ def _scale_shift_layouts():
 
 
 def _group_norm_layouts():
-    """The split path for contiguous rows: (elements per tile, tiles per program), flat groups, grid order
-    (groups fastest as upstream, or chunks fastest), and the apply pass's reverse order."""
+    """The split path's (elements per tile, tiles per program) for contiguous rows, with and without flat groups."""
     import importlib
     m = importlib.import_module(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu")
-    out = {}
-    for t, i in ((2048, 4), (4096, 2), (4096, 4)):
-        for gf in (False, True):
-            for rev in (False, True):
-                out[f"flat_t{t}_i{i}_gf{int(gf)}_rev{int(rev)}"] = {
-                    "_SPLIT_CONTIGUOUS": (t, i), "_FLAT_GROUPS": True, "_GROUP_FAST": gf, "_APPLY_REVERSE": rev}
-    out["tiled_t2048_i4"] = {"_SPLIT_CONTIGUOUS": (2048, 4), "_FLAT_GROUPS": False}
-    out["v2"] = {"_FLAT_GROUPS": False}
+    out = {f"t{t}_i{i}_flat{int(f)}": {"_SPLIT_CONTIGUOUS": (t, i), "_FLAT_GROUPS": f}
+           for t, i in ((1024, 16), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 2), (8192, 4))
+           for f in (False, True)}
     out["default"] = {}
     return m, out
 

@@ -45,8 +45,6 @@ _TILE = 8192                 # elements per tile of the one-launch path
 _SPLIT_CONTIGUOUS = (2048, 8)
 _SPLIT_CHANNEL_FAST = (8192, 4)
 _FLAT_GROUPS = True          # contiguous x: tile each group as one flat range (v3b); False: v2's per-channel tiles
-_GROUP_FAST = False          # split path grid (groups, chunks) as upstream's, instead of (chunks, groups)
-_APPLY_REVERSE = True        # apply pass in the reverse program order of the statistics pass (L2 reuse)
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 15   # ... only groups under this size take the one-launch path
@@ -190,17 +188,11 @@ def _gn_partial_stats_kernel(
     x_ptr, pmean_ptr, pm2_ptr,
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, NP, SPAN,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    GROUP_FAST: tl.constexpr,
 ):
     """Program (p, b * NGB + gb): groups gb*GPB .. +GPB of batch b over spatial chunk p (SPAN positions); writes
-    the chunk's (mean, M2) of each group to partials[(b * G + g) * NP + p]. GROUP_FAST: the grid is
-    (b * NGB + gb, p), so programs launched together read the same chunk of every group."""
-    if GROUP_FAST:
-        p = tl.program_id(1)
-        bg = tl.program_id(0)
-    else:
-        p = tl.program_id(0)
-        bg = tl.program_id(1)
+    the chunk's (mean, M2) of each group to partials[(b * G + g) * NP + p]."""
+    p = tl.program_id(0)
+    bg = tl.program_id(1)
     bidx = bg // NGB
     g0 = (bg % NGB) * GPB
     x_base, y_base = _batch_bases(x_ptr, x_ptr, bidx, sxb, 0, WIDE)
@@ -242,18 +234,12 @@ def _gn_apply_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr,
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr, GROUP_FAST: tl.constexpr, REVERSE: tl.constexpr,
+    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr,
 ):
-    # REVERSE: programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that
-    # pass read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
-    pa, pb = tl.program_id(0), tl.program_id(1)
-    if REVERSE:
-        pa = tl.num_programs(0) - 1 - pa
-        pb = tl.num_programs(1) - 1 - pb
-    if GROUP_FAST:
-        p, bg = pb, pa
-    else:
-        p, bg = pa, pb
+    # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
+    # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
+    p = tl.num_programs(0) - 1 - tl.program_id(0)
+    bg = tl.num_programs(1) - 1 - tl.program_id(1)
     bidx = bg // NGB
     g0 = (bg % NGB) * GPB
     x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S_CH, WIDE)
@@ -336,15 +322,14 @@ def _plan(x, weight, bias, G):
     block_s = max(1, min(next_pow2(S), tile // (gpb * cpb)))
     span = block_s * max(1, min(iters, cdiv(S, block_s)))
     n_part = cdiv(S, span)
-    group_fast = _GROUP_FAST and n_part < 65536
-    grid = (B * ngb, n_part, 1) if group_fast else (n_part, B * ngb, 1)
+    grid = (n_part, B * ngb, 1)
     warps = 8 if gpb * cpb * block_s >= 4096 else 4
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
-                   (gpb, cpb, block_s, collapsed, wide, group_fast), warps)
+                   (gpb, cpb, block_s, collapsed, wide), warps)
     finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
     apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
-                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, group_fast, _APPLY_REVERSE), warps)
+                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat), warps)
     return ("split", partial, finalize, apply, B * G * n_part)
 
 
