@@ -44,7 +44,6 @@ _TILE = 8192                 # elements per tile of the one-launch path
 # tile spanning every group in large ones (8192 x 4: 1.6 TB/s vs 0.6 at 2048 x 8).
 _SPLIT_CONTIGUOUS = (2048, 8)
 _SPLIT_CHANNEL_FAST = (8192, 4)
-_FLAT_GROUPS = True          # contiguous x: tile each group as one flat range (v3b); False: v2's per-channel tiles
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 15   # ... only groups under this size take the one-launch path
@@ -117,22 +116,17 @@ def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
 
 @triton.jit
 def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3,
-                 mean, rstd, w_ptr, b_ptr, S_CH,
+                 mean, rstd, w_ptr, b_ptr,
                  GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr,
-                 HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr):
-    """y = silu((x - mean[g]) * (rstd[g] * w[c]) + b[c]) over s_begin .. s_end - 1, stored contiguous.
-
-    FLAT: each group is one contiguous range (contiguous x) seen as a single channel of CPG * S_CH positions, and
-    no tile straddles two real channels (S_CH is a multiple of BLOCK_S): the real channel, hence w and b, is one
-    scalar per tile."""
+                 HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    """y = silu((x - mean[g]) * (rstd[g] * w[c]) + b[c]) over s_begin .. s_end - 1, stored contiguous."""
     ch, cmask = _channels(g0, G, CPG, GPB, CPB)
     # Same rounding order as the math: ((x - mean) * rstd) * w + b (folding rstd * w first is cheaper by one
     # multiply but rounds differently, which shows when |w| is large and z cancels).
-    if not FLAT:
-        if HAS_W:
-            w3 = tl.load(w_ptr + ch, mask=cmask, other=1.0).to(tl.float32)
-        if HAS_B:
-            b3 = tl.load(b_ptr + ch, mask=cmask, other=0.0).to(tl.float32)
+    if HAS_W:
+        w3 = tl.load(w_ptr + ch, mask=cmask, other=1.0).to(tl.float32)
+    if HAS_B:
+        b3 = tl.load(b_ptr + ch, mask=cmask, other=0.0).to(tl.float32)
     mean3 = mean[:, None, None]
     rstd3 = rstd[:, None, None]
     x_ch = x_base + ch * sxc
@@ -142,12 +136,6 @@ def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1
         mask = cmask & smask
         # Last use of x and the only use of y: neither should push tiles still to be re-read out of L2.
         x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        if FLAT:
-            c = g0 * (S // S_CH) + s0 // S_CH
-            if HAS_W:
-                w3 = tl.load(w_ptr + c).to(tl.float32)
-            if HAS_B:
-                b3 = tl.load(b_ptr + c).to(tl.float32)
         z = (x - mean3) * rstd3
         if HAS_W:
             z = z * w3
@@ -179,8 +167,8 @@ def _gn_silu_fused_kernel(
     n, mean, m2 = _range_stats(x_base, g0, 0, S, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
                                GPB, CPB, BLOCK_S, COLLAPSED)
     rstd = tl.rsqrt(m2 / n + eps)
-    _range_apply(x_base, y_base, g0, 0, S, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3, mean, rstd, w_ptr, b_ptr, S,
-                 GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, False)
+    _range_apply(x_base, y_base, g0, 0, S, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3, mean, rstd, w_ptr, b_ptr,
+                 GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B)
 
 
 @triton.jit
@@ -232,9 +220,9 @@ def _gn_finalize_kernel(pmean_ptr, pm2_ptr, stats_ptr, S, CPG, NP, SPAN, eps, PB
 @triton.jit
 def _gn_apply_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr,
-    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH,
+    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr,
+    HAS_W: tl.constexpr, HAS_B: tl.constexpr,
 ):
     # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
     # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
@@ -242,14 +230,14 @@ def _gn_apply_kernel(
     bg = tl.num_programs(1) - 1 - tl.program_id(1)
     bidx = bg // NGB
     g0 = (bg % NGB) * GPB
-    x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S_CH, WIDE)
+    x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S, WIDE)
     g = g0 + tl.arange(0, GPB)
     gmask = g < G
     mean = tl.load(stats_ptr + (bidx * G + g) * 2, mask=gmask, other=0.0)
     rstd = tl.load(stats_ptr + (bidx * G + g) * 2 + 1, mask=gmask, other=0.0)
     s_begin = p * SPAN
     _range_apply(x_base, y_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S, S2, S3, sxc, ss1, ss2,
-                 ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT)
+                 ss3, mean, rstd, w_ptr, b_ptr, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B)
 
 
 def _spatial_layout(x):
@@ -313,12 +301,6 @@ def _plan(x, weight, bias, G):
     gpb = next_pow2(G) if channel_fast else 1
     ngb = cdiv(G, gpb)
     tile, iters = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
-    # Contiguous x: a group's CPG channels are one range of CPG * S elements. Seen as one channel of that length,
-    # each tile is one contiguous run instead of CPG runs S apart (v2 lost 5% to upstream on the CPG = 4 rows).
-    s_ch, flat = S, False
-    if _FLAT_GROUPS and not channel_fast and collapsed and ss3 == 1 and sxc == S and CPG > 1 and S % tile == 0:
-        s_ch, flat = S, True
-        S, CPG, cpb, sxc = CPG * S, 1, 1, CPG * S
     block_s = max(1, min(next_pow2(S), tile // (gpb * cpb)))
     span = block_s * max(1, min(iters, cdiv(S, block_s)))
     n_part = cdiv(S, span)
@@ -328,8 +310,8 @@ def _plan(x, weight, bias, G):
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
                    (gpb, cpb, block_s, collapsed, wide), warps)
     finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
-    apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
-                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat), warps)
+    apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span),
+                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b), warps)
     return ("split", partial, finalize, apply, B * G * n_part)
 
 
