@@ -1,4 +1,4 @@
-"""Candidate v2 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v3c for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -27,6 +27,8 @@ Design:
   1.444x: the split path's host cost (~80 us per call) now showed on the mid-size rows it took over.
 - v2: launch plans and the split path's workspace layout are built once per input signature; one allocation per
   call for the partials.
+- v3 (a persistent streaming kernel) and v3b (each contiguous group tiled as one flat range, upstream's grid order,
+  the apply pass in either order) were slower and are not kept (ledger); v3c is v2 with 2048 x 4 split tiles.
 
 """
 import math
@@ -41,8 +43,9 @@ _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (
 _TILE = 8192                 # elements per tile of the one-launch path
 # Split pass (elements per tile, tiles per program), from a sweep on an H200 over the largest VAE rows: one group
 # along contiguous spatial rows streams best in small tiles (2048 x 8: 2.6 TB/s vs 1.9 at 8192 x 2), a channels_last
-# tile spanning every group in large ones (8192 x 4: 1.6 TB/s vs 0.6 at 2048 x 8).
-_SPLIT_CONTIGUOUS = (2048, 8)
+# tile spanning every group in large ones (8192 x 4: 1.6 TB/s vs 0.6 at 2048 x 8). v3c: 2048 x 4 beat 2048 x 8 by
+# 0-6% on every large contiguous row in two later sweeps (docs/profile/h200/layout-sweep/).
+_SPLIT_CONTIGUOUS = (2048, 4)
 _SPLIT_CHANNEL_FAST = (8192, 4)
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
