@@ -1,4 +1,4 @@
-"""Candidate v3c for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v3d for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -28,7 +28,8 @@ Design:
 - v2: launch plans and the split path's workspace layout are built once per input signature; one allocation per
   call for the partials.
 - v3 (a persistent streaming kernel) and v3b (each contiguous group tiled as one flat range, upstream's grid order,
-  the apply pass in either order) were slower and are not kept (ledger); v3c is v2 with 2048 x 4 split tiles.
+  the apply pass in either order) were slower and are not kept (ledger); v3c is v2 with 2048 x 4 split tiles; v3d
+  also keeps groups under 2^16 elements on the one-launch path when there are few of them.
 
 """
 import math
@@ -49,7 +50,9 @@ _SPLIT_CONTIGUOUS = (2048, 4)
 _SPLIT_CHANNEL_FAST = (8192, 4)
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
-_FUSED_FEW_GROUPS_MAX = 1 << 15   # ... only groups under this size take the one-launch path
+_FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
+# the split path's three launches cost ~38 us of host time per call against ~14 us for one, which set device_us on
+# the 4-6 MB rows with 32-64 K-element groups; layout-sweep/82099b8-one-launch.json)
 
 
 def _prev_power_of_2(n: int) -> int:
