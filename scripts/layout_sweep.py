@@ -10,6 +10,7 @@ for picking defaults: the numbers a campaign reports come from `kda bench`.
 Variants are named in VARIANTS below, per task: {name: {module attribute: replacement}}.
 """
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -20,11 +21,14 @@ from kda.task import Task
 from kda.workloads import build_inputs, refill_inputs
 
 
+def _solution_module(task: str, name: str):
+    """The candidate's module `name` of `task`, as the adapter sees it (the solution package's submodule)."""
+    return importlib.import_module(Task.load(task).load_solution().__name__ + "." + name)
+
 
 def _nss_layouts():
     """Every (chunked | padded) x (warps) x (8 rows | 1 row per program) x (PREFETCH) layout around the default."""
-    import importlib
-    m = importlib.import_module(Task.load("cutedsl_norm_scale_shift").load_solution().__name__ + ".norm_scale_shift")
+    m = _solution_module("cutedsl_norm_scale_shift", "norm_scale_shift")
 
     def layout(padded, wide, rows1, pf):
         def f(D, M, has_res, g_kind, sc_kind, sh_kind):
@@ -50,25 +54,8 @@ def _nss_layouts():
 
 
 def _select01_layouts():
-    import importlib
-    m = importlib.import_module(Task.load("fuse_scale_shift").load_solution().__name__ + ".select01")
+    m = _solution_module("fuse_scale_shift", "select01")
     out = {f"row_w{w}": {"_row_warps": (lambda w=w: (lambda block_n: w))()} for w in (4, 8)}
-    out["default"] = {}
-    return m, out
-
-
-def _scale_shift_layouts():
-    """The flat kernel's block, warps and eviction hints (streamed loads, store, channel vectors)."""
-    import importlib
-    m = importlib.import_module(Task.load("fuse_scale_shift").load_solution().__name__ + ".scale_shift")
-    out = {}
-    hints = {"first": ("evict_first", "evict_first", ""), "none": ("", "", ""),
-             "last": ("", "", "evict_last"), "first_last": ("evict_first", "evict_first", "evict_last"),
-             "ldfirst": ("evict_first", "", "evict_last")}
-    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8)):
-        for hname, h in hints.items():
-            fixed = (lambda b=block, w=warps, h=h: (lambda numel: (b, w, h)))()
-            out[f"b{block}_w{warps}_{hname}"] = {"_flat_config": fixed}
     out["default"] = {}
     return m, out
 
@@ -76,17 +63,16 @@ def _scale_shift_layouts():
 def _group_norm_layouts():
     """The split path's (elements per tile, tiles per program) for contiguous rows, and the largest group that
     still takes the one-launch path when there are few (batch, group) programs."""
-    import importlib
-    m = importlib.import_module(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu")
+    m = _solution_module("group_norm_silu", "group_norm_silu")
     out = {f"t{t}_i{i}": {"_SPLIT_CONTIGUOUS": (t, i)} for t, i in ((2048, 4), (2048, 8), (1024, 16))}
     out.update({f"fused_below_2^{k}": {"_FUSED_FEW_GROUPS_MAX": 1 << k} for k in (15, 16, 17)})
     out["default"] = {}
     return m, out
 
 
-# "scale_shift" sweeps fuse_scale_shift's scale-shift rows, "fuse_scale_shift" its select01 rows.
-VARIANTS = {"scale_shift": _scale_shift_layouts, "cutedsl_norm_scale_shift": _nss_layouts,
-            "fuse_scale_shift": _select01_layouts, "group_norm_silu": _group_norm_layouts}
+# "fuse_scale_shift" sweeps its select01 rows.
+VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _select01_layouts,
+            "group_norm_silu": _group_norm_layouts}
 
 
 def _graph_us(fn, calls=10, replays=15):
@@ -136,8 +122,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
+    task = Task.load(args.task)
     module, variants = VARIANTS[args.task]()
-    task = Task.load("fuse_scale_shift" if args.task == "scale_shift" else args.task)
     if args.variants:
         variants = {k: variants[k] for k in args.variants.split(",")}
     sol, ad = task.load_solution(), task.adapter

@@ -104,6 +104,23 @@ def _mods(sco, sho, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, S
 
 
 @triton.jit
+def _row_mods(sco, sho, D, C: tl.constexpr, K: tl.constexpr, M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr,
+              M3: tl.constexpr, M4: tl.constexpr, SC_KIND: tl.constexpr, SH_KIND: tl.constexpr):
+    """(1 + scale, shift) of each of the row's K chunks (0.0 past K)."""
+    a1, h1, a2, h2, a3, h3, a4, h4 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
+    if K > 1:
+        a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
+    if K > 2:
+        a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
+    if K > 3:
+        a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
+    if K > 4:
+        a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
+    return a0, h0, a1, h1, a2, h2, a3, h3, a4, h4
+
+
+@triton.jit
 def _row_out(yo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
              IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     if IS_LN:
@@ -174,15 +191,8 @@ def _nss_kernel(
             if PREFETCH:
                 # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
                 # are in flight together with x's instead of after them.
-                a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
-                if K > 1:
-                    a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
-                if K > 2:
-                    a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
-                if K > 3:
-                    a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
-                if K > 4:
-                    a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
+                a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
+                                                                          SH_KIND)
 
             mean = 0.0
             if IS_LN and PRECISE:
@@ -271,15 +281,8 @@ def _nss_kernel(
             rstd = tl.math.rsqrt(var + eps)
 
             if not PREFETCH:
-                a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
-                if K > 1:
-                    a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
-                if K > 2:
-                    a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
-                if K > 3:
-                    a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
-                if K > 4:
-                    a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
+                a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
+                                                                          SH_KIND)
             _row_out(yo, v0, mean, rstd, w_ptr, b_ptr, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B)
             if K > 1:
                 _row_out(yo, v1, mean, rstd, w_ptr, b_ptr, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B)

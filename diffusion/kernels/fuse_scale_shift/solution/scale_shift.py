@@ -69,30 +69,27 @@ def _scale_shift_kernel(
 def _scale_shift_flat_kernel(
     x_ptr, scale_ptr, shift_ptr, y_ptr, numel, scale_constant,
     C: tl.constexpr, SCALE_MODE: tl.constexpr, SHIFT_MODE: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
-    STREAM_HINT: tl.constexpr, STORE_HINT: tl.constexpr, VEC_HINT: tl.constexpr,
 ):
-    """x contiguous; each operand is one channel vector (MODE 0), a scalar (MODE 2) or laid out like x (MODE 1).
-    The *_HINT constexprs are eviction policies ("" for none) of the streamed loads, the store and the channel-vector
-    loads."""
+    """x contiguous; each operand is one channel vector (MODE 0), a scalar (MODE 2) or laid out like x (MODE 1)."""
     start = tl.program_id(0).to(tl.int64) * BLOCK if WIDE else tl.program_id(0) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     mask = offs < numel
     col = offs % C  # C is a compile-time constant: a multiply-shift, not a division
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy=STREAM_HINT).to(tl.float32)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     if SCALE_MODE == 0:
-        s = tl.load(scale_ptr + col, mask=mask, other=0.0, eviction_policy=VEC_HINT).to(tl.float32)
+        s = tl.load(scale_ptr + col, mask=mask, other=0.0).to(tl.float32)
     elif SCALE_MODE == 1:
-        s = tl.load(scale_ptr + offs, mask=mask, other=0.0, eviction_policy=STREAM_HINT).to(tl.float32)
+        s = tl.load(scale_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     else:
         s = tl.load(scale_ptr).to(tl.float32)
     if SHIFT_MODE == 0:
-        h = tl.load(shift_ptr + col, mask=mask, other=0.0, eviction_policy=VEC_HINT).to(tl.float32)
+        h = tl.load(shift_ptr + col, mask=mask, other=0.0).to(tl.float32)
     elif SHIFT_MODE == 1:
-        h = tl.load(shift_ptr + offs, mask=mask, other=0.0, eviction_policy=STREAM_HINT).to(tl.float32)
+        h = tl.load(shift_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     else:
         h = tl.load(shift_ptr).to(tl.float32)
     y = x * (scale_constant + s) + h
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy=STORE_HINT)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 def _flat_mode(t: torch.Tensor, layout, B: int, L: int, C: int):
@@ -134,11 +131,6 @@ def _launch_config(n_rows: int, C: int):
     return block_r, block_c, num_warps
 
 
-def _flat_config(numel: int):
-    """(elements per program, warps, eviction hints of the streamed loads, the store, the channel vectors)."""
-    return 1024, 4, ("evict_first", "evict_first", "")
-
-
 def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, block_c=128, *, out=None):
     """Drop-in for sglang's fuse_scale_shift_kernel (block_l/block_c are accepted and ignored); `out` is optional."""
     if x.dim() != 3:
@@ -159,9 +151,8 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
     if s_mode is not None and h_mode is not None:
         # The common production forms: one flat stream, as torch.compile lays it out (1 K elements, 4 warps).
         numel = n_rows * C
-        block, warps, hints = _flat_config(numel)
-        _launch_flat((cdiv(numel, block), 1, 1), (x, scale, shift, out), (numel,), (float(scale_constant),),
-                     (C, s_mode, h_mode, numel >= 2**31 - block, block, *hints), warps)
+        _launch_flat((cdiv(numel, 1024), 1, 1), (x, scale, shift, out), (numel,), (float(scale_constant),),
+                     (C, s_mode, h_mode, numel >= 2**31 - 1024, 1024), 4)
         return out
     sb, sl, sc, sf = s_layout
     hb, hl, hc, hf = h_layout
