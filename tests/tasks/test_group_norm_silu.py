@@ -38,3 +38,36 @@ def test_oracle_matches_torch_group_norm_silu():
         got = TASK.oracle.reference(row, inputs)["y"]
         assert got.dtype == (torch.float32) and got.is_contiguous()
         torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
+
+
+_SPLIT_PROBE = r"""
+import torch, torch.nn.functional as F
+from kda.task import Task
+m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_plan"])
+g = torch.Generator().manual_seed(7)
+# One batch, two groups of 4 channels x 16384 positions: 64 K-element groups with few programs take the split path.
+x = (torch.randn(1, 8, 4, 64, 64, generator=g) * 3 + 5).contiguous()
+w, b = torch.randn(8, generator=g), torch.randn(8, generator=g)
+want = F.silu(F.group_norm(x.double(), 2, w.double(), b.double(), 1e-6))
+seen = set()
+for flat in (0, 4):
+    for evict in (True, False):
+        for warps in ((4, 4), (8, 4)):
+            m._FLAT_MAX_CPG, m._APPLY_EVICT_FIRST, m._split_warps = flat, evict, (lambda n, w=warps: w)
+            m._plans.clear()
+            plan = m._plan(x, w, b, 2)
+            assert plan[0] == "split", plan[0]
+            apply = plan[3]
+            seen.add((apply.constexprs[-2], apply.constexprs[-1], plan[1].num_warps, apply.num_warps))
+            for wt, bt in ((w, b), (None, None)):
+                got = m.triton_group_norm_silu(x, wt, bt, 2, 1e-6)
+                ref = want if wt is not None else F.silu(F.group_norm(x.double(), 2, None, None, 1e-6))
+                torch.testing.assert_close(got.double(), ref, atol=2e-5, rtol=2e-5)
+assert len(seen) == 8, seen
+print("ok")
+"""
+
+
+def test_candidate_split_path_variants_match_torch(interpreted):
+    """Flat or per-channel tiles, with or without eviction hints, any warps: the same y (Triton interpreter)."""
+    interpreted(_SPLIT_PROBE)

@@ -48,11 +48,20 @@ _TILE = 8192                 # elements per tile of the one-launch path
 # 0-6% on every large contiguous row in two later sweeps (docs/profile/h200/layout-sweep/).
 _SPLIT_CONTIGUOUS = (2048, 4)
 _SPLIT_CHANNEL_FAST = (8192, 4)
+_FLAT_MAX_CPG = 0            # contiguous x with at most this many channels per group: tile each group as one flat
+# range (one contiguous run per tile instead of CPG runs S apart); 0: off
+_APPLY_EVICT_FIRST = True    # apply pass: evict-first hints on the last read of x and the store of y
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
 # the split path's three launches cost ~38 us of host time per call against ~14 us for one, which set device_us on
 # the 4-6 MB rows with 32-64 K-element groups; layout-sweep/82099b8-one-launch.json)
+
+
+def _split_warps(tile_elems: int):
+    """Warps of the split path's (statistics, apply) programs for a tile of `tile_elems` elements."""
+    w = 8 if tile_elems >= 4096 else 4
+    return w, w
 
 
 def _prev_power_of_2(n: int) -> int:
@@ -122,17 +131,21 @@ def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
 
 @triton.jit
 def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3,
-                 mean, rstd, w_ptr, b_ptr,
+                 mean, rstd, w_ptr, b_ptr, S_CH,
                  GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr,
-                 HAS_W: tl.constexpr, HAS_B: tl.constexpr):
-    """y = silu((x - mean[g]) * (rstd[g] * w[c]) + b[c]) over s_begin .. s_end - 1, stored contiguous."""
+                 HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr, EVICT: tl.constexpr):
+    """y = silu((x - mean[g]) * (rstd[g] * w[c]) + b[c]) over s_begin .. s_end - 1, stored contiguous.
+
+    FLAT: each group is one contiguous range seen as a single channel of CPG * S_CH positions, and no tile straddles
+    two real channels (S_CH is a multiple of BLOCK_S): w and b are one scalar per tile."""
     ch, cmask = _channels(g0, G, CPG, GPB, CPB)
     # Same rounding order as the math: ((x - mean) * rstd) * w + b (folding rstd * w first is cheaper by one
     # multiply but rounds differently, which shows when |w| is large and z cancels).
-    if HAS_W:
-        w3 = tl.load(w_ptr + ch, mask=cmask, other=1.0).to(tl.float32)
-    if HAS_B:
-        b3 = tl.load(b_ptr + ch, mask=cmask, other=0.0).to(tl.float32)
+    if not FLAT:
+        if HAS_W:
+            w3 = tl.load(w_ptr + ch, mask=cmask, other=1.0).to(tl.float32)
+        if HAS_B:
+            b3 = tl.load(b_ptr + ch, mask=cmask, other=0.0).to(tl.float32)
     mean3 = mean[:, None, None]
     rstd3 = rstd[:, None, None]
     x_ch = x_base + ch * sxc
@@ -141,14 +154,26 @@ def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1
         s, xs, smask = _spatial(s0, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
         mask = cmask & smask
         # Last use of x and the only use of y: neither should push tiles still to be re-read out of L2.
-        x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        if EVICT:
+            x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        else:
+            x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
+        if FLAT:
+            c = g0 * (S // S_CH) + s0 // S_CH
+            if HAS_W:
+                w3 = tl.load(w_ptr + c).to(tl.float32)
+            if HAS_B:
+                b3 = tl.load(b_ptr + c).to(tl.float32)
         z = (x - mean3) * rstd3
         if HAS_W:
             z = z * w3
         if HAS_B:
             z = z + b3
         y = z * tl.sigmoid(z)
-        tl.store(y_ch + s, y.to(y_base.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+        if EVICT:
+            tl.store(y_ch + s, y.to(y_base.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+        else:
+            tl.store(y_ch + s, y.to(y_base.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -173,8 +198,8 @@ def _gn_silu_fused_kernel(
     n, mean, m2 = _range_stats(x_base, g0, 0, S, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
                                GPB, CPB, BLOCK_S, COLLAPSED)
     rstd = tl.rsqrt(m2 / n + eps)
-    _range_apply(x_base, y_base, g0, 0, S, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3, mean, rstd, w_ptr, b_ptr,
-                 GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B)
+    _range_apply(x_base, y_base, g0, 0, S, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3, mean, rstd, w_ptr, b_ptr, S,
+                 GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, False, True)
 
 
 @triton.jit
@@ -226,9 +251,9 @@ def _gn_finalize_kernel(pmean_ptr, pm2_ptr, stats_ptr, S, CPG, NP, SPAN, eps, PB
 @triton.jit
 def _gn_apply_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr,
-    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN,
+    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr, EVICT: tl.constexpr,
 ):
     # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
     # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
@@ -236,14 +261,14 @@ def _gn_apply_kernel(
     bg = tl.num_programs(1) - 1 - tl.program_id(1)
     bidx = bg // NGB
     g0 = (bg % NGB) * GPB
-    x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S, WIDE)
+    x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S_CH, WIDE)
     g = g0 + tl.arange(0, GPB)
     gmask = g < G
     mean = tl.load(stats_ptr + (bidx * G + g) * 2, mask=gmask, other=0.0)
     rstd = tl.load(stats_ptr + (bidx * G + g) * 2 + 1, mask=gmask, other=0.0)
     s_begin = p * SPAN
     _range_apply(x_base, y_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S, S2, S3, sxc, ss1, ss2,
-                 ss3, mean, rstd, w_ptr, b_ptr, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B)
+                 ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, EVICT)
 
 
 def _spatial_layout(x):
@@ -307,17 +332,23 @@ def _plan(x, weight, bias, G):
     gpb = next_pow2(G) if channel_fast else 1
     ngb = cdiv(G, gpb)
     tile, iters = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
+    # Contiguous x: a group's CPG channels are one range of CPG * S elements; seen as one channel of that length,
+    # a tile is one contiguous run instead of CPG runs S apart.
+    s_ch, flat = S, False
+    if not channel_fast and 1 < CPG <= _FLAT_MAX_CPG and collapsed and ss3 == 1 and sxc == S and S % tile == 0:
+        flat = True
+        S, CPG, cpb, sxc = CPG * S, 1, 1, CPG * S
     block_s = max(1, min(next_pow2(S), tile // (gpb * cpb)))
     span = block_s * max(1, min(iters, cdiv(S, block_s)))
     n_part = cdiv(S, span)
     grid = (n_part, B * ngb, 1)
-    warps = 8 if gpb * cpb * block_s >= 4096 else 4
+    stats_warps, apply_warps = _split_warps(gpb * cpb * block_s)
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
-                   (gpb, cpb, block_s, collapsed, wide), warps)
+                   (gpb, cpb, block_s, collapsed, wide), stats_warps)
     finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
-    apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span),
-                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b), warps)
+    apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
+                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, _APPLY_EVICT_FIRST), apply_warps)
     return ("split", partial, finalize, apply, B * G * n_part)
 
 
