@@ -62,17 +62,17 @@ def _select01_layouts():
 
 def _group_norm_layouts():
     """The split path on contiguous rows: (elements per tile, tiles per program) x (statistics, apply) warps x
-    eviction hints in the apply pass x flat group tiles (CPG <= 4); and the largest group that still takes the
-    one-launch path when there are few (batch, group) programs."""
+    flat group tiles (CPG <= 4) x the statistics pivot (tile mean or per lane); and the largest group that still
+    takes the one-launch path when there are few (batch, group) programs."""
     m = _solution_module("group_norm_silu", "group_norm_silu")
     out = {}
-    for t, i in ((2048, 4), (4096, 2), (1024, 16)):
-        for sw, aw in ((4, 4), (8, 4), (4, 8), (8, 8)):
-            for ev in (1, 0):
-                for flat in (0, 4):
-                    out[f"t{t}_i{i}_w{sw}{aw}_e{ev}_f{flat}"] = {
-                        "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n: w))(),
-                        "_APPLY_EVICT_FIRST": bool(ev), "_FLAT_MAX_CPG": flat}
+    for t, i in ((2048, 4), (4096, 2)):
+        for sw, aw in ((4, 4), (8, 4), (4, 8)):
+            for flat in (0, 4):
+                for lane in (0, 1):
+                    out[f"t{t}_i{i}_w{sw}{aw}_f{flat}_p{lane}"] = {
+                        "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n, flat: w))(),
+                        "_FLAT_MAX_CPG": flat, "_LANE_PIVOT": bool(lane)}
     out.update({f"fused_below_2^{k}": {"_FUSED_FEW_GROUPS_MAX": 1 << k} for k in (15, 16, 17)})
     out["default"] = {}
     return m, out

@@ -48,9 +48,10 @@ _TILE = 8192                 # elements per tile of the one-launch path
 # 0-6% on every large contiguous row in two later sweeps (docs/profile/h200/layout-sweep/).
 _SPLIT_CONTIGUOUS = (2048, 4)
 _SPLIT_CHANNEL_FAST = (8192, 4)
-_FLAT_MAX_CPG = 0            # contiguous x with at most this many channels per group: tile each group as one flat
+_FLAT_MAX_CPG = 4            # contiguous x with at most this many channels per group: tile each group as one flat
 # range (one contiguous run per tile instead of CPG runs S apart); 0: off
-_APPLY_EVICT_FIRST = True    # apply pass: evict-first hints on the last read of x and the store of y
+_LANE_PIVOT = False          # split statistics: a pivot per lane (its first value) instead of the first tile's mean
+_APPLY_EVICT_FIRST = False   # apply pass: evict-first hints on the last read of x and the store of y
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
@@ -58,10 +59,11 @@ _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one
 # the 4-6 MB rows with 32-64 K-element groups; layout-sweep/82099b8-one-launch.json)
 
 
-def _split_warps(tile_elems: int):
+def _split_warps(tile_elems: int, flat: bool):
     """Warps of the split path's (statistics, apply) programs for a tile of `tile_elems` elements."""
-    w = 8 if tile_elems >= 4096 else 4
-    return w, w
+    if tile_elems >= 4096:
+        return 8, 8
+    return (8, 4) if flat else (4, 8)
 
 
 def _prev_power_of_2(n: int) -> int:
@@ -100,14 +102,40 @@ def _spatial(s0, S, S2, S3, ss1, ss2, ss3, BLOCK_S: tl.constexpr, COLLAPSED: tl.
 
 @triton.jit
 def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
-                 GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr):
+                 GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr,
+                 LANE_PIVOT: tl.constexpr = False):
     """(count, mean, M2) of each of the GPB groups from g0 over spatial positions s_begin .. s_end - 1
     (s_begin < s_end). The first tile's mean is the pivot K; the loop accumulates x - K and (x - K)^2 per lane (no
-    reduction inside the loop), so E[(x-K)^2] - E[x-K]^2 cancels nothing as long as K is near the mean."""
+    reduction inside the loop), so E[(x-K)^2] - E[x-K]^2 cancels nothing as long as K is near the mean.
+
+    LANE_PIVOT: each lane's pivot is its own first value instead (no reduction before the loop, so the loads of
+    every tile can be in flight at once); the lanes' (count, mean, M2) are merged at the end (Chan), so a lane
+    whose first value is an outlier only loses precision in its own few elements."""
     ch, cmask = _channels(g0, G, CPG, GPB, CPB)
     x_ch = x_base + ch * sxc
     s, xs, smask = _spatial(s_begin, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
     mask = cmask & smask
+    if LANE_PIVOT:
+        k = tl.load(x_ch + xs, mask=mask, other=0.0)  # kept in x's dtype: the pivot is exact, in fewer registers
+        acc1 = tl.zeros([GPB, CPB, BLOCK_S], dtype=tl.float32)
+        acc2 = tl.zeros([GPB, CPB, BLOCK_S], dtype=tl.float32)
+        for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
+            s, xs, smask = _spatial(s0, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
+            mask = cmask & smask
+            x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
+            d = tl.where(mask, x - k.to(tl.float32), 0.0)
+            acc1 += d
+            acc2 += d * d
+        lane = tl.arange(0, BLOCK_S)[None, None, :]
+        length = s_end - s_begin
+        nl = tl.where(cmask & (lane < length), (length - lane + BLOCK_S - 1) // BLOCK_S, 0).to(tl.float32)
+        inv = 1.0 / tl.maximum(nl, 1.0)
+        ml = k.to(tl.float32) + acc1 * inv
+        n = (CPG * length).to(tl.float32)
+        mean = tl.sum(tl.sum(nl * ml, axis=2), axis=1) / n
+        dev = tl.where(nl > 0, ml - mean[:, None, None], 0.0)
+        m2 = tl.sum(tl.sum(acc2 - acc1 * acc1 * inv + nl * dev * dev, axis=2), axis=1)
+        return n, mean, tl.maximum(m2, 0.0)
     x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
     cnt0 = CPG * tl.minimum(s_end - s_begin, BLOCK_S)
     pivot = tl.sum(tl.sum(x, axis=2), axis=1) / cnt0
@@ -207,6 +235,7 @@ def _gn_partial_stats_kernel(
     x_ptr, pmean_ptr, pm2_ptr,
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, NP, SPAN,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
+    LANE_PIVOT: tl.constexpr,
 ):
     """Program (p, b * NGB + gb): groups gb*GPB .. +GPB of batch b over spatial chunk p (SPAN positions); writes
     the chunk's (mean, M2) of each group to partials[(b * G + g) * NP + p]."""
@@ -217,7 +246,7 @@ def _gn_partial_stats_kernel(
     x_base, y_base = _batch_bases(x_ptr, x_ptr, bidx, sxb, 0, WIDE)
     s_begin = p * SPAN
     n, mean, m2 = _range_stats(x_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S2, S3, sxc,
-                               ss1, ss2, ss3, GPB, CPB, BLOCK_S, COLLAPSED)
+                               ss1, ss2, ss3, GPB, CPB, BLOCK_S, COLLAPSED, LANE_PIVOT)
     g = g0 + tl.arange(0, GPB)
     idx = (bidx * G + g) * NP + p
     tl.store(pmean_ptr + idx, mean, mask=g < G)
@@ -342,10 +371,10 @@ def _plan(x, weight, bias, G):
     span = block_s * max(1, min(iters, cdiv(S, block_s)))
     n_part = cdiv(S, span)
     grid = (n_part, B * ngb, 1)
-    stats_warps, apply_warps = _split_warps(gpb * cpb * block_s)
+    stats_warps, apply_warps = _split_warps(gpb * cpb * block_s, flat)
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
-                   (gpb, cpb, block_s, collapsed, wide), stats_warps)
+                   (gpb, cpb, block_s, collapsed, wide, _LANE_PIVOT), stats_warps)
     finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
     apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, _APPLY_EVICT_FIRST), apply_warps)
