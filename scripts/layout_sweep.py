@@ -62,17 +62,16 @@ def _select01_layouts():
 
 def _group_norm_layouts():
     """The split path on contiguous rows: (elements per tile, tiles per program) x (statistics, apply) warps x
-    flat group tiles (CPG <= 4) x the statistics pivot (tile mean or per lane); and the largest group that still
-    takes the one-launch path when there are few (batch, group) programs."""
+    the statistics tile (the apply pass's, or the whole span); and the largest group that still takes the
+    one-launch path when there are few (batch, group) programs."""
     m = _solution_module("group_norm_silu", "group_norm_silu")
     out = {}
-    for t, i in ((2048, 4), (4096, 2)):
-        for sw, aw in ((4, 4), (8, 4), (4, 8)):
-            for flat in (0, 4):
-                for lane in (0, 1):
-                    out[f"t{t}_i{i}_w{sw}{aw}_f{flat}_p{lane}"] = {
-                        "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n, flat: w))(),
-                        "_FLAT_MAX_CPG": flat, "_LANE_PIVOT": bool(lane)}
+    for t, i in ((2048, 4), (4096, 2), (2048, 2)):
+        for sw, aw in ((4, 4), (8, 4), (4, 8), (8, 8)):
+            for span in (0, 1):
+                out[f"t{t}_i{i}_w{sw}{aw}_s{span}"] = {
+                    "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n, flat: w))(),
+                    "_STATS_SPAN_TILE": bool(span)}
     out.update({f"fused_below_2^{k}": {"_FUSED_FEW_GROUPS_MAX": 1 << k} for k in (15, 16, 17)})
     out["default"] = {}
     return m, out

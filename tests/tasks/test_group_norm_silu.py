@@ -50,22 +50,22 @@ x = (torch.randn(1, 8, 4, 64, 64, generator=g) * 3 + 5).contiguous()
 w, b = torch.randn(8, generator=g), torch.randn(8, generator=g)
 want = F.silu(F.group_norm(x.double(), 2, w.double(), b.double(), 1e-6))
 seen = set()
-# Far from zero with a small spread (|mean| / std = 1e4), and one lane's first value an outlier: a pivot that
+# Far from zero with a small spread (|mean| / std = 1e4 in group 1; group 0 holds an outlier): a pivot that
 # did nothing would lose most of the variance to cancellation in fp32.
 x_off = x * 1e-2 + 100.0
 x_off[0, 0, 0, 0, 5] = 1e3
 want_off = F.silu(F.group_norm(x_off.double(), 2, w.double(), b.double(), 1e-6))
 for flat in (0, 4):
     for evict in (True, False):
-        for warps, lane in (((4, 4), False), ((8, 4), True)):
+        for warps, span in (((4, 4), False), ((8, 4), True)):  # span: the statistics tile covers the span
             m._FLAT_MAX_CPG, m._APPLY_EVICT_FIRST, m._split_warps = flat, evict, (lambda n, flat, w=warps: w)
-            m._LANE_PIVOT = lane
+            m._STATS_SPAN_TILE = span
             m._plans.clear()
             plan = m._plan(x, w, b, 2)
             assert plan[0] == "split", plan[0]
             apply = plan[3]
             seen.add((apply.constexprs[-2], apply.constexprs[-1], plan[1].num_warps, apply.num_warps,
-                      plan[1].constexprs[-1]))
+                      plan[1].constexprs[2] > apply.constexprs[2]))
             for wt, bt in ((w, b), (None, None)):
                 got = m.triton_group_norm_silu(x, wt, bt, 2, 1e-6)
                 ref = want if wt is not None else F.silu(F.group_norm(x.double(), 2, None, None, 1e-6))
@@ -78,6 +78,6 @@ print("ok")
 
 
 def test_candidate_split_path_variants_match_torch(interpreted):
-    """Flat or per-channel tiles, with or without eviction hints, either pivot, any warps: the same y (Triton
-    interpreter), also far from zero."""
+    """Flat or per-channel tiles, with or without eviction hints, statistics tile = apply tile or the whole span,
+    any warps: the same y (Triton interpreter), also far from zero."""
     interpreted(_SPLIT_PROBE)

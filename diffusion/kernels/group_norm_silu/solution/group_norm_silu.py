@@ -50,7 +50,8 @@ _SPLIT_CONTIGUOUS = (2048, 4)
 _SPLIT_CHANNEL_FAST = (8192, 4)
 _FLAT_MAX_CPG = 4            # contiguous x with at most this many channels per group: tile each group as one flat
 # range (one contiguous run per tile instead of CPG runs S apart); 0: off
-_LANE_PIVOT = False          # split statistics: a pivot per lane (its first value) instead of the first tile's mean
+_STATS_SPAN_TILE = False     # split statistics: one tile covers a program's whole span (every load in flight at
+# once, no loop) instead of the apply pass's tile
 _APPLY_EVICT_FIRST = False   # apply pass: evict-first hints on the last read of x and the store of y
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
@@ -102,40 +103,15 @@ def _spatial(s0, S, S2, S3, ss1, ss2, ss3, BLOCK_S: tl.constexpr, COLLAPSED: tl.
 
 @triton.jit
 def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
-                 GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr,
-                 LANE_PIVOT: tl.constexpr = False):
+                 GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr):
     """(count, mean, M2) of each of the GPB groups from g0 over spatial positions s_begin .. s_end - 1
     (s_begin < s_end). The first tile's mean is the pivot K; the loop accumulates x - K and (x - K)^2 per lane (no
-    reduction inside the loop), so E[(x-K)^2] - E[x-K]^2 cancels nothing as long as K is near the mean.
-
-    LANE_PIVOT: each lane's pivot is its own first value instead (no reduction before the loop, so the loads of
-    every tile can be in flight at once); the lanes' (count, mean, M2) are merged at the end (Chan), so a lane
-    whose first value is an outlier only loses precision in its own few elements."""
+    reduction inside the loop), so E[(x-K)^2] - E[x-K]^2 cancels nothing as long as K is near the mean. When one
+    tile covers the whole range, this is the exact two-pass formula over registers."""
     ch, cmask = _channels(g0, G, CPG, GPB, CPB)
     x_ch = x_base + ch * sxc
     s, xs, smask = _spatial(s_begin, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
     mask = cmask & smask
-    if LANE_PIVOT:
-        k = tl.load(x_ch + xs, mask=mask, other=0.0)  # kept in x's dtype: the pivot is exact, in fewer registers
-        acc1 = tl.zeros([GPB, CPB, BLOCK_S], dtype=tl.float32)
-        acc2 = tl.zeros([GPB, CPB, BLOCK_S], dtype=tl.float32)
-        for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
-            s, xs, smask = _spatial(s0, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
-            mask = cmask & smask
-            x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
-            d = tl.where(mask, x - k.to(tl.float32), 0.0)
-            acc1 += d
-            acc2 += d * d
-        lane = tl.arange(0, BLOCK_S)[None, None, :]
-        length = s_end - s_begin
-        nl = tl.where(cmask & (lane < length), (length - lane + BLOCK_S - 1) // BLOCK_S, 0).to(tl.float32)
-        inv = 1.0 / tl.maximum(nl, 1.0)
-        ml = k.to(tl.float32) + acc1 * inv
-        n = (CPG * length).to(tl.float32)
-        mean = tl.sum(tl.sum(nl * ml, axis=2), axis=1) / n
-        dev = tl.where(nl > 0, ml - mean[:, None, None], 0.0)
-        m2 = tl.sum(tl.sum(acc2 - acc1 * acc1 * inv + nl * dev * dev, axis=2), axis=1)
-        return n, mean, tl.maximum(m2, 0.0)
     x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
     cnt0 = CPG * tl.minimum(s_end - s_begin, BLOCK_S)
     pivot = tl.sum(tl.sum(x, axis=2), axis=1) / cnt0
@@ -235,7 +211,6 @@ def _gn_partial_stats_kernel(
     x_ptr, pmean_ptr, pm2_ptr,
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, NP, SPAN,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    LANE_PIVOT: tl.constexpr,
 ):
     """Program (p, b * NGB + gb): groups gb*GPB .. +GPB of batch b over spatial chunk p (SPAN positions); writes
     the chunk's (mean, M2) of each group to partials[(b * G + g) * NP + p]."""
@@ -246,7 +221,7 @@ def _gn_partial_stats_kernel(
     x_base, y_base = _batch_bases(x_ptr, x_ptr, bidx, sxb, 0, WIDE)
     s_begin = p * SPAN
     n, mean, m2 = _range_stats(x_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S2, S3, sxc,
-                               ss1, ss2, ss3, GPB, CPB, BLOCK_S, COLLAPSED, LANE_PIVOT)
+                               ss1, ss2, ss3, GPB, CPB, BLOCK_S, COLLAPSED)
     g = g0 + tl.arange(0, GPB)
     idx = (bidx * G + g) * NP + p
     tl.store(pmean_ptr + idx, mean, mask=g < G)
@@ -372,9 +347,10 @@ def _plan(x, weight, bias, G):
     n_part = cdiv(S, span)
     grid = (n_part, B * ngb, 1)
     stats_warps, apply_warps = _split_warps(gpb * cpb * block_s, flat)
+    stats_block_s = next_pow2(span) if _STATS_SPAN_TILE else block_s
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
-                   (gpb, cpb, block_s, collapsed, wide, _LANE_PIVOT), stats_warps)
+                   (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
     finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
     apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, _APPLY_EVICT_FIRST), apply_warps)
