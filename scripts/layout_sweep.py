@@ -62,16 +62,17 @@ def _select01_layouts():
 
 def _group_norm_layouts():
     """The split path on contiguous rows: (elements per tile, tiles per program) x (statistics, apply) warps x
-    the statistics tile (the apply pass's, or the whole span); and the largest group that still takes the
+    statistics tiles per program span; and the largest group that still takes the
     one-launch path when there are few (batch, group) programs."""
     m = _solution_module("group_norm_silu", "group_norm_silu")
     out = {}
-    for t, i in ((2048, 4), (4096, 2), (2048, 2)):
-        for sw, aw in ((4, 4), (8, 4), (4, 8), (8, 8)):
-            for span in (0, 1):
-                out[f"t{t}_i{i}_w{sw}{aw}_s{span}"] = {
-                    "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n, flat: w))(),
-                    "_STATS_SPAN_TILE": bool(span)}
+    for t, i in ((2048, 4), (4096, 2)):
+        for aw in (4, 8):
+            for sw in (4, 8):
+                for st in (2, 4, 8):
+                    out[f"t{t}_i{i}_w{sw}{aw}_st{st}"] = {
+                        "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n, flat: w))(),
+                        "_STATS_TILES": st}
     out.update({f"fused_below_2^{k}": {"_FUSED_FEW_GROUPS_MAX": 1 << k} for k in (15, 16, 17)})
     out["default"] = {}
     return m, out
@@ -120,6 +121,23 @@ def _stream_us(fn, calls=50):
     return statistics.median(times)
 
 
+def _kernel_us(fn, calls=20):
+    """Mean GPU time per call of each kernel `fn` launches (torch.profiler's CUDA activity): which pass moved."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+        if total > 0 and e.key.startswith("_"):
+            out[e.key] = round(total / calls, 2)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("task")
@@ -127,6 +145,7 @@ def main(argv=None):
     ap.add_argument("--variants", default=None, help="comma-separated variant names (default: all)")
     ap.add_argument("--baseline", action="store_true", help="time the upstream baseline too (needs it importable)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load(args.task)
@@ -154,6 +173,8 @@ def main(argv=None):
             outb = {k: torch.empty_like(v) for k, v in out.items()}
             rec["baseline_us"] = _graph_us(lambda: ad.call_baseline(upstream, row, inp, outb))
             rec["baseline_stream_us"] = _stream_us(lambda: ad.call_baseline(upstream, row, inp, outb))
+            if args.kernels:
+                rec["baseline_kernel_us"] = _kernel_us(lambda: ad.call_baseline(upstream, row, inp, outb))
         for name, patch in variants.items():
             saved = {attr: getattr(module, attr) for attr in patch}
             for attr, fn in patch.items():
@@ -170,6 +191,8 @@ def main(argv=None):
                 us = _graph_us(lambda: ad.call_candidate(sol, row, inp, out))
                 rec["variants"][name] = {"graph_us": us, "stream_us": _stream_us(lambda: ad.call_candidate(
                     sol, row, inp, out)), "worst_norm_err": worst}
+                if args.kernels:
+                    rec["variants"][name]["kernel_us"] = _kernel_us(lambda: ad.call_candidate(sol, row, inp, out))
             finally:
                 for attr, fn in saved.items():
                     setattr(module, attr, fn)
@@ -177,6 +200,7 @@ def main(argv=None):
                     module._plans.clear()
         best = min(rec["variants"], key=lambda k: rec["variants"][k]["graph_us"])
         line = " ".join(f"{k}={v['graph_us']:.1f}/{v['stream_us']:.1f}" + ("!" if v["worst_norm_err"] > 1 else "")
+                        + ("(" + "+".join(f"{t:.1f}" for t in v["kernel_us"].values()) + ")" if "kernel_us" in v else "")
                         for k, v in rec["variants"].items())
         base = f" baseline={rec['baseline_us']:.1f}/{rec['baseline_stream_us']:.1f}" if "baseline_us" in rec else ""
         print(f"{rid}: best {best}{base} | {line}", flush=True)

@@ -59,7 +59,7 @@ for flat in (0, 4):
     for evict in (True, False):
         for warps, span in (((4, 4), False), ((8, 4), True)):  # span: the statistics tile covers the span
             m._FLAT_MAX_CPG, m._APPLY_EVICT_FIRST, m._split_warps = flat, evict, (lambda n, flat, w=warps: w)
-            m._STATS_SPAN_TILE = span
+            m._STATS_TILES = 1 if span else None
             m._plans.clear()
             plan = m._plan(x, w, b, 2)
             assert plan[0] == "split", plan[0]

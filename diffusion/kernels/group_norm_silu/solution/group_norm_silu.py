@@ -50,8 +50,8 @@ _SPLIT_CONTIGUOUS = (2048, 4)
 _SPLIT_CHANNEL_FAST = (8192, 4)
 _FLAT_MAX_CPG = 4            # contiguous x with at most this many channels per group: tile each group as one flat
 # range (one contiguous run per tile instead of CPG runs S apart); 0: off
-_STATS_SPAN_TILE = False     # split statistics: one tile covers a program's whole span (every load in flight at
-# once, no loop) instead of the apply pass's tile
+_STATS_TILES = None          # split statistics: tiles per program span (None: the apply pass's tiles); fewer,
+# larger tiles put more loads in flight per thread
 _APPLY_EVICT_FIRST = False   # apply pass: evict-first hints on the last read of x and the store of y
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
@@ -347,7 +347,7 @@ def _plan(x, weight, bias, G):
     n_part = cdiv(S, span)
     grid = (n_part, B * ngb, 1)
     stats_warps, apply_warps = _split_warps(gpb * cpb * block_s, flat)
-    stats_block_s = next_pow2(span) if _STATS_SPAN_TILE else block_s
+    stats_block_s = block_s if _STATS_TILES is None else next_pow2(cdiv(span, _STATS_TILES))
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
                    (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
