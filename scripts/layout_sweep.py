@@ -61,18 +61,16 @@ def _select01_layouts():
 
 
 def _group_norm_layouts():
-    """The split path on contiguous rows: (elements per tile, tiles per program) x (statistics, apply) warps x
-    statistics tiles per program span; and the largest group that still takes the
-    one-launch path when there are few (batch, group) programs."""
+    """The split path's layouts (see _SPLIT_* in the solution) around the defaults, for flat (CPG <= 4) and
+    per-channel tiles; and the largest group that still takes the one-launch path when there are few (batch,
+    group) programs."""
     m = _solution_module("group_norm_silu", "group_norm_silu")
     out = {}
     for t, i in ((2048, 4), (4096, 2)):
-        for aw in (4, 8):
-            for sw in (4, 8):
-                for st in (2, 4, 8):
-                    out[f"t{t}_i{i}_w{sw}{aw}_st{st}"] = {
-                        "_SPLIT_CONTIGUOUS": (t, i), "_split_warps": (lambda w=(sw, aw): (lambda n, flat: w))(),
-                        "_STATS_TILES": st}
+        for st in (2, 4, 8):
+            for sw, aw in ((4, 4), (4, 8), (8, 4)):
+                lay = (t, i, st, sw, aw)
+                out["t{}_i{}_st{}_w{}{}".format(*lay)] = {"_SPLIT_CONTIGUOUS": lay, "_SPLIT_FLAT": lay}
     out.update({f"fused_below_2^{k}": {"_FUSED_FEW_GROUPS_MAX": 1 << k} for k in (15, 16, 17)})
     out["default"] = {}
     return m, out

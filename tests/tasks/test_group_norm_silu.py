@@ -55,29 +55,30 @@ seen = set()
 x_off = x * 1e-2 + 100.0
 x_off[0, 0, 0, 0, 5] = 1e3
 want_off = F.silu(F.group_norm(x_off.double(), 2, w.double(), b.double(), 1e-6))
+layouts = ((2048, 4, 4, 4, 8), (4096, 2, 8, 4, 4), (1024, 4, 2, 8, 4))
 for flat in (0, 4):
-    for evict in (True, False):
-        for warps, span in (((4, 4), False), ((8, 4), True)):  # span: the statistics tile covers the span
-            m._FLAT_MAX_CPG, m._APPLY_EVICT_FIRST, m._split_warps = flat, evict, (lambda n, flat, w=warps: w)
-            m._STATS_TILES = 1 if span else None
-            m._plans.clear()
-            plan = m._plan(x, w, b, 2)
-            assert plan[0] == "split", plan[0]
-            apply = plan[3]
-            seen.add((apply.constexprs[-2], apply.constexprs[-1], plan[1].num_warps, apply.num_warps,
-                      plan[1].constexprs[2] > apply.constexprs[2]))
-            for wt, bt in ((w, b), (None, None)):
-                got = m.triton_group_norm_silu(x, wt, bt, 2, 1e-6)
-                ref = want if wt is not None else F.silu(F.group_norm(x.double(), 2, None, None, 1e-6))
-                torch.testing.assert_close(got.double(), ref, atol=2e-5, rtol=2e-5)
-            got = m.triton_group_norm_silu(x_off, w, b, 2, 1e-6)
-            torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
-assert len(seen) == 8, seen
+    for lay in layouts:
+        m._FLAT_MAX_CPG, m._SPLIT_CONTIGUOUS, m._SPLIT_FLAT = flat, lay, lay
+        m._plans.clear()
+        plan = m._plan(x, w, b, 2)
+        assert plan[0] == "split", plan[0]
+        partial, apply = plan[1], plan[3]
+        assert (partial.num_warps, apply.num_warps) == lay[3:]
+        seen.add((apply.constexprs[-1], partial.constexprs[2], apply.constexprs[2]))
+        for wt, bt in ((w, b), (None, None)):
+            got = m.triton_group_norm_silu(x, wt, bt, 2, 1e-6)
+            ref = want if wt is not None else F.silu(F.group_norm(x.double(), 2, None, None, 1e-6))
+            torch.testing.assert_close(got.double(), ref, atol=2e-5, rtol=2e-5)
+        got = m.triton_group_norm_silu(x_off, w, b, 2, 1e-6)
+        torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
+# flat on and off, and statistics tiles smaller than, equal to and larger than the apply tiles
+assert len(seen) == 6 and {f for f, _, _ in seen} == {True, False}, seen
+assert {(st > at) - (st < at) for _, st, at in seen} == {-1, 0, 1}, seen
 print("ok")
 """
 
 
 def test_candidate_split_path_variants_match_torch(interpreted):
-    """Flat or per-channel tiles, with or without eviction hints, statistics tile = apply tile or the whole span,
-    any warps: the same y (Triton interpreter), also far from zero."""
+    """Flat or per-channel tiles, any tile sizes and warps of either pass: the same y (Triton interpreter), also far
+    from zero."""
     interpreted(_SPLIT_PROBE)

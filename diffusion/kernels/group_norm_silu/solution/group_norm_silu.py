@@ -42,29 +42,24 @@ from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
-# Split pass (elements per tile, tiles per program), from a sweep on an H200 over the largest VAE rows: one group
-# along contiguous spatial rows streams best in small tiles (2048 x 8: 2.6 TB/s vs 1.9 at 8192 x 2), a channels_last
-# tile spanning every group in large ones (8192 x 4: 1.6 TB/s vs 0.6 at 2048 x 8). v3c: 2048 x 4 beat 2048 x 8 by
-# 0-6% on every large contiguous row in two later sweeps (docs/profile/h200/layout-sweep/).
-_SPLIT_CONTIGUOUS = (2048, 4)
-_SPLIT_CHANNEL_FAST = (8192, 4)
-_FLAT_MAX_CPG = 4            # contiguous x with at most this many channels per group: tile each group as one flat
-# range (one contiguous run per tile instead of CPG runs S apart); 0: off
-_STATS_TILES = None          # split statistics: tiles per program span (None: the apply pass's tiles); fewer,
-# larger tiles put more loads in flight per thread
-_APPLY_EVICT_FIRST = False   # apply pass: evict-first hints on the last read of x and the store of y
+# Split pass layouts: (elements per apply tile, apply tiles per program, statistics tiles per program, statistics
+# warps, apply warps); a program covers tile x tiles elements. All from H200 sweeps over the large VAE rows
+# (docs/profile/h200/layout-sweep/):
+# - one group's CPG channel runs per tile: small tiles (2048 x 8: 2.6 TB/s against 1.9 at 8192 x 2); v3c: 2048 x 4
+#   0-6% ahead of 2048 x 8; v4: 8 warps in the apply pass, 4 in the statistics pass (0.5-2%, 0a338e8);
+# - channels_last, a tile spanning every group: large tiles (8192 x 4: 1.6 TB/s against 0.6 at 2048 x 8);
+# - v4, contiguous groups of at most _FLAT_MAX_CPG channels as one flat range (one contiguous run per tile, w and b
+#   one scalar per tile): upstream's apply tiles (4096 x 2, 4 warps; 135 us against 143 for 2048 x 4 on
+#   hyvae_c128_t17_256x256) and 1024-element statistics tiles (73 us against 78-95 for 2048-4096).
+_SPLIT_CONTIGUOUS = (2048, 4, 4, 4, 8)
+_SPLIT_CHANNEL_FAST = (8192, 4, 4, 8, 8)
+_SPLIT_FLAT = (4096, 2, 8, 4, 4)
+_FLAT_MAX_CPG = 4
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
 # the split path's three launches cost ~38 us of host time per call against ~14 us for one, which set device_us on
 # the 4-6 MB rows with 32-64 K-element groups; layout-sweep/82099b8-one-launch.json)
-
-
-def _split_warps(tile_elems: int, flat: bool):
-    """Warps of the split path's (statistics, apply) programs for a tile of `tile_elems` elements."""
-    if tile_elems >= 4096:
-        return 8, 8
-    return (8, 4) if flat else (4, 8)
 
 
 def _prev_power_of_2(n: int) -> int:
@@ -157,7 +152,8 @@ def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1
     for s0 in range(s_begin, s_end, BLOCK_S):
         s, xs, smask = _spatial(s0, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
         mask = cmask & smask
-        # Last use of x and the only use of y: neither should push tiles still to be re-read out of L2.
+        # Last use of x and the only use of y: neither should push tiles still to be re-read out of L2. Only on the
+        # one-launch path: the split path's apply pass streams 1-5% faster without the hints (0999d99 sweep).
         if EVICT:
             x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         else:
@@ -257,7 +253,7 @@ def _gn_apply_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr,
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr, EVICT: tl.constexpr,
+    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr,
 ):
     # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
     # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
@@ -272,7 +268,7 @@ def _gn_apply_kernel(
     rstd = tl.load(stats_ptr + (bidx * G + g) * 2 + 1, mask=gmask, other=0.0)
     s_begin = p * SPAN
     _range_apply(x_base, y_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S, S2, S3, sxc, ss1, ss2,
-                 ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, EVICT)
+                 ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, False)
 
 
 def _spatial_layout(x):
@@ -335,25 +331,26 @@ def _plan(x, weight, bias, G):
     channel_fast = sxc == 1 and collapsed
     gpb = next_pow2(G) if channel_fast else 1
     ngb = cdiv(G, gpb)
-    tile, iters = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
+    layout = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
     # Contiguous x: a group's CPG channels are one range of CPG * S elements; seen as one channel of that length,
-    # a tile is one contiguous run instead of CPG runs S apart.
+    # a tile is one contiguous run instead of CPG runs S apart (needs every tile inside one real channel).
     s_ch, flat = S, False
-    if not channel_fast and 1 < CPG <= _FLAT_MAX_CPG and collapsed and ss3 == 1 and sxc == S and S % tile == 0:
-        flat = True
+    if (not channel_fast and 1 < CPG <= _FLAT_MAX_CPG and collapsed and ss3 == 1 and sxc == S
+            and S % _SPLIT_FLAT[0] == 0):
+        flat, layout = True, _SPLIT_FLAT
         S, CPG, cpb, sxc = CPG * S, 1, 1, CPG * S
+    tile, iters, stats_tiles, stats_warps, apply_warps = layout
     block_s = max(1, min(next_pow2(S), tile // (gpb * cpb)))
     span = block_s * max(1, min(iters, cdiv(S, block_s)))
     n_part = cdiv(S, span)
     grid = (n_part, B * ngb, 1)
-    stats_warps, apply_warps = _split_warps(gpb * cpb * block_s, flat)
-    stats_block_s = block_s if _STATS_TILES is None else next_pow2(cdiv(span, _STATS_TILES))
+    stats_block_s = next_pow2(cdiv(span, stats_tiles))
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
                    (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
     finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
     apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
-                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, _APPLY_EVICT_FIRST), apply_warps)
+                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat), apply_warps)
     return ("split", partial, finalize, apply, B * G * n_part)
 
 
