@@ -56,21 +56,34 @@ x_off = x * 1e-2 + 100.0
 x_off[0, 0, 0, 0, 5] = 1e3
 want_off = F.silu(F.group_norm(x_off.double(), 2, w.double(), b.double(), 1e-6))
 layouts = ((2048, 4, 4, 4, 8), (4096, 2, 8, 4, 4), (1024, 4, 2, 8, 4))
+merged = set()
 for flat in (0, 4):
-    for lay in layouts:
+    for i, lay in enumerate(layouts):
         m._FLAT_MAX_CPG, m._SPLIT_CONTIGUOUS, m._SPLIT_FLAT = flat, lay, lay
+        m._MERGE_IN_APPLY_MAX = 512 if i % 2 else 0  # the apply pass merges the partials, or a finalize launch does
         m._plans.clear()
         plan = m._plan(x, w, b, 2)
         assert plan[0] == "split", plan[0]
-        partial, apply = plan[1], plan[3]
+        partial, finalize, apply = plan[1:4]
         assert (partial.num_warps, apply.num_warps) == lay[3:]
-        seen.add((apply.constexprs[-1], partial.constexprs[2], apply.constexprs[2]))
+        seen.add((apply.constexprs[7], partial.constexprs[2], apply.constexprs[2]))
+        merged.add((finalize is None, apply.constexprs[8]))
         for wt, bt in ((w, b), (None, None)):
             got = m.triton_group_norm_silu(x, wt, bt, 2, 1e-6)
             ref = want if wt is not None else F.silu(F.group_norm(x.double(), 2, None, None, 1e-6))
             torch.testing.assert_close(got.double(), ref, atol=2e-5, rtol=2e-5)
         got = m.triton_group_norm_silu(x_off, w, b, 2, 1e-6)
         torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
+assert merged == {(True, True), (False, False)}, merged
+# channels_last_3d: one tile spans both groups, so a merging apply program merges the partials of both.
+x_cl = x_off.to(memory_format=torch.channels_last_3d)
+for merge_max in (0, 512):
+    m._MERGE_IN_APPLY_MAX = merge_max
+    m._plans.clear()
+    plan = m._plan(x_cl, w, b, 2)
+    assert plan[0] == "split" and plan[3].constexprs[0] == 2 and (plan[2] is None) == (merge_max > 0), plan
+    got = m.triton_group_norm_silu(x_cl, w, b, 2, 1e-6)
+    torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
 # flat on and off, and statistics tiles smaller than, equal to and larger than the apply tiles
 assert len(seen) == 6 and {f for f, _, _ in seen} == {True, False}, seen
 assert {(st > at) - (st < at) for _, st, at in seen} == {-1, 0, 1}, seen
@@ -79,6 +92,6 @@ print("ok")
 
 
 def test_candidate_split_path_variants_match_torch(interpreted):
-    """Flat or per-channel tiles, any tile sizes and warps of either pass: the same y (Triton interpreter), also far
-    from zero."""
+    """Flat or per-channel tiles, any tile sizes and warps of either pass, partials merged by a finalize launch or
+    by the apply programs, contiguous or channels_last: the same y (Triton interpreter), also far from zero."""
     interpreted(_SPLIT_PROBE)

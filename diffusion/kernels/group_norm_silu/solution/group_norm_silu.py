@@ -55,6 +55,10 @@ _SPLIT_CONTIGUOUS = (2048, 4, 4, 4, 8)
 _SPLIT_CHANNEL_FAST = (8192, 4, 4, 8, 8)
 _SPLIT_FLAT = (4096, 2, 8, 4, 4)
 _FLAT_MAX_CPG = 4
+# v4: with at most this many partials per apply program (partials per group x groups per tile), the apply programs
+# merge them themselves and the finalize launch goes: two launches instead of three on the rows whose time is host
+# time (about 12 us per launch on an H200 host).
+_MERGE_IN_APPLY_MAX = 512
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
@@ -225,36 +229,45 @@ def _gn_partial_stats_kernel(
 
 
 @triton.jit
+def _merge_partials(pmean_ptr, pm2_ptr, rows, rmask, S, CPG, NP, SPAN, eps, R: tl.constexpr, PBLOCK: tl.constexpr):
+    """(mean, rstd) of the R groups `rows` (b * G + g; those outside rmask get anything) from their NP partial
+    (mean, M2) each: PBLOCK partials at a time merged in one step, blocks merged with Chan's formula."""
+    n = tl.zeros([R], dtype=tl.float32)
+    mean = tl.zeros([R], dtype=tl.float32)
+    m2 = tl.zeros([R], dtype=tl.float32)
+    for p0 in range(0, NP, PBLOCK):
+        p = p0 + tl.arange(0, PBLOCK)[None, :]
+        pmask = (p < NP) & rmask[:, None]
+        idx = rows[:, None] * NP + p
+        pm = tl.load(pmean_ptr + idx, mask=pmask, other=0.0)
+        pv = tl.load(pm2_ptr + idx, mask=pmask, other=0.0)
+        pn = tl.where(pmask, (CPG * tl.maximum(tl.minimum(S - p * SPAN, SPAN), 0)).to(tl.float32), 0.0)
+        bn = tl.sum(pn, axis=1)
+        bmean = tl.sum(pn * pm, axis=1) / tl.maximum(bn, 1.0)
+        dm = tl.where(pn > 0, pm - bmean[:, None], 0.0)
+        bm2 = tl.sum(pv, axis=1) + tl.sum(pn * dm * dm, axis=1)
+        n, mean, m2 = _merge(n, mean, m2, bn, bmean, bm2)
+    return mean, tl.rsqrt(m2 / tl.maximum(n, 1.0) + eps)
+
+
+@triton.jit
 def _gn_finalize_kernel(pmean_ptr, pm2_ptr, stats_ptr, S, CPG, NP, SPAN, eps, PBLOCK: tl.constexpr):
     """Program r = b * G + g: merges the NP partials of group r into (mean, rstd)."""
-    r = tl.program_id(0)
-    n = tl.zeros([1], dtype=tl.float32)
-    mean = tl.zeros([1], dtype=tl.float32)
-    m2 = tl.zeros([1], dtype=tl.float32)
-    for p0 in range(0, NP, PBLOCK):
-        p = p0 + tl.arange(0, PBLOCK)
-        pmask = p < NP
-        pm = tl.load(pmean_ptr + r * NP + p, mask=pmask, other=0.0)
-        pv = tl.load(pm2_ptr + r * NP + p, mask=pmask, other=0.0)
-        pn = (CPG * tl.maximum(tl.minimum(S - p * SPAN, SPAN), 0)).to(tl.float32)
-        bn = tl.sum(pn, axis=0)
-        bmean = tl.sum(pn * pm, axis=0) / tl.maximum(bn, 1.0)
-        dm = tl.where(pn > 0, pm - bmean, 0.0)
-        bm2 = tl.sum(pv, axis=0) + tl.sum(pn * dm * dm, axis=0)
-        n, mean, m2 = _merge(n, mean, m2, bn, bmean, bm2)
-    rstd = tl.rsqrt(m2 / n + eps)
-    o = tl.arange(0, 1)
-    tl.store(stats_ptr + r * 2 + o, mean)
-    tl.store(stats_ptr + r * 2 + 1 + o, rstd)
+    r = tl.program_id(0) + tl.arange(0, 1)
+    mean, rstd = _merge_partials(pmean_ptr, pm2_ptr, r, r >= 0, S, CPG, NP, SPAN, eps, 1, PBLOCK)
+    tl.store(stats_ptr + r * 2, mean)
+    tl.store(stats_ptr + r * 2 + 1, rstd)
 
 
 @triton.jit
 def _gn_apply_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr,
-    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH,
+    x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, pmean_ptr, pm2_ptr,
+    G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH, NP, eps,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr,
+    HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr, MERGE: tl.constexpr, PBLOCK: tl.constexpr,
 ):
+    """MERGE: each program merges its groups' NP partials itself (no finalize launch: one launch less of host
+    time, for few partials); otherwise (mean, rstd) come from stats_ptr."""
     # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
     # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
     p = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -264,8 +277,11 @@ def _gn_apply_kernel(
     x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S_CH, WIDE)
     g = g0 + tl.arange(0, GPB)
     gmask = g < G
-    mean = tl.load(stats_ptr + (bidx * G + g) * 2, mask=gmask, other=0.0)
-    rstd = tl.load(stats_ptr + (bidx * G + g) * 2 + 1, mask=gmask, other=0.0)
+    if MERGE:
+        mean, rstd = _merge_partials(pmean_ptr, pm2_ptr, bidx * G + g, gmask, S, CPG, NP, SPAN, eps, GPB, PBLOCK)
+    else:
+        mean = tl.load(stats_ptr + (bidx * G + g) * 2, mask=gmask, other=0.0)
+        rstd = tl.load(stats_ptr + (bidx * G + g) * 2 + 1, mask=gmask, other=0.0)
     s_begin = p * SPAN
     _range_apply(x_base, y_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S, S2, S3, sxc, ss1, ss2,
                  ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, False)
@@ -294,7 +310,8 @@ def _spatial_layout(x):
 
 
 def _plan(x, weight, bias, G):
-    """How to run one input signature: ("fused", plan), ("split", partial, finalize, apply, n_partials) or None."""
+    """How to run one input signature: ("fused", plan), ("split", partial, finalize or None, apply, n_partials,
+    n_groups) or None."""
     if x.dim() < 2:
         raise ValueError(f"x must be [B, C, *spatial], got shape {tuple(x.shape)}")
     B, C = x.shape[0], x.shape[1]
@@ -348,10 +365,13 @@ def _plan(x, weight, bias, G):
     f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
                    (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
-    finalize = Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span), (min(1024, next_pow2(n_part)),), 4)
-    apply = Plan(grid, dt + (f32,), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch),
-                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat), apply_warps)
-    return ("split", partial, finalize, apply, B * G * n_part)
+    merge = n_part * gpb <= _MERGE_IN_APPLY_MAX
+    finalize = None if merge else Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span),
+                                       (min(1024, next_pow2(n_part)),), 4)
+    apply = Plan(grid, dt + (f32, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch, n_part),
+                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1),
+                 apply_warps)
+    return ("split", partial, finalize, apply, B * G * n_part, B * G)
 
 
 # Plans by input signature: v1's split path cost ~80 us of host time per call (three plans and three allocations
@@ -377,13 +397,14 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     if plan[0] == "fused":
         _launch_fused.run(plan[1], (x, w_arg, b_arg, out), (float(eps),))
         return out
-    _, partial, finalize, apply, n = plan
+    _, partial, finalize, apply, n, groups = plan
     # One allocation for the partial means, partial M2 and the per-group (mean, rstd).
-    ws = torch.empty((2 * n + 2 * finalize.grid[0],), dtype=torch.float32, device=x.device)
+    ws = torch.empty((2 * n + 2 * groups,), dtype=torch.float32, device=x.device)
     pmean, pm2, stats = ws[:n], ws[n:2 * n], ws[2 * n:]
     _launch_partial.run(partial, (x, pmean, pm2), ())
-    _launch_finalize.run(finalize, (pmean, pm2, stats), (float(eps),))
-    _launch_apply.run(apply, (x, w_arg, b_arg, out, stats), ())
+    if finalize is not None:
+        _launch_finalize.run(finalize, (pmean, pm2, stats), (float(eps),))
+    _launch_apply.run(apply, (x, w_arg, b_arg, out, stats, pmean, pm2), (float(eps),))
     return out
 
 
