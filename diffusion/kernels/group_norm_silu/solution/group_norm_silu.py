@@ -33,12 +33,21 @@ Design:
 
 """
 import math
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
+from kda.cuda_ext import CudaExtension
 from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
+
+# v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
+_EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
+                     ("binding.cpp", "gn_resident.cu"), ("gn_resident.h",))
+_RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_RESIDENT_RESERVE = 1024          # bytes of shared memory left for the kernel's static arrays
+_RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -309,9 +318,60 @@ def _spatial_layout(x):
     return n2, n3, st1, st2, st3, False
 
 
+def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
+    """(team_size, teams, chunk_vecs, ring_vecs) for the resident kernel, or None when it cannot hold a group.
+
+    A unit (one batch's group, `group_elems` contiguous elements) is split over a team of `team_size` CTAs, one per
+    SM, each holding a slice of `chunk_vecs` 16-byte vectors in a shared-memory ring of `ring_vecs`. The team size
+    minimises one CTA's work: rounds x (slice + the part of the next slice that cannot load before the wait + the
+    wait itself when the team has more than one member)."""
+    if (channel_elems * elem) % 16 or group_elems * elem >= 16 * 2**31 or units < 1:
+        return None
+    group_vecs = group_elems * elem // 16
+    budget = (smem_optin - _RESIDENT_RESERVE) // 16
+    best = None
+    for k in range(1, sms + 1):
+        chunk = cdiv(group_vecs, k)
+        if chunk > budget:
+            continue
+        teams = min(sms // k, units)
+        cost = cdiv(units, teams) * (chunk + max(0, 2 * chunk - budget) + (_RESIDENT_BARRIER_VECS if k > 1 else 0))
+        if best is None or cost < best[0]:
+            best = (cost, k, teams, chunk)
+    if best is None:
+        return None
+    _, k, teams, chunk = best
+    return k, teams, chunk, min(budget, 2 * chunk)
+
+
+_limits = {}
+
+
+def _device_limits(device):
+    """(multiprocessors, opt-in shared memory per block) of a CUDA device, read once."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _limits:
+        _limits[index] = _EXT.load().device_limits(index)
+    return _limits[index]
+
+
 def _plan(x, weight, bias, G):
-    """How to run one input signature: ("fused", plan), ("split", partial, finalize or None, apply, n_partials,
-    n_groups) or None."""
+    """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
+    contiguous x on a GPU, else the Triton plan."""
+    fallback = _triton_plan(x, weight, bias, G)
+    wb = [t.dtype for t in (weight, bias) if t is not None]
+    if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
+            or any(d not in _RESIDENT_DTYPES or d != wb[0] for d in wb):
+        return fallback
+    B, C = x.shape[0], x.shape[1]
+    S = x.numel() // (B * C)
+    rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), *_device_limits(x.device))
+    return fallback if rp is None else ("resident", rp, fallback)
+
+
+def _triton_plan(x, weight, bias, G):
+    """How to run one input signature through Triton: ("fused", plan), ("split", partial, finalize or None, apply,
+    n_partials, n_groups) or None."""
     if x.dim() < 2:
         raise ValueError(f"x must be [B, C, *spatial], got shape {tuple(x.shape)}")
     B, C = x.shape[0], x.shape[1]
@@ -381,7 +441,7 @@ _plans = {}
 
 def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     G = int(num_groups)
-    key = (x.shape, x.stride(), x.dtype, None if weight is None else (weight.shape, weight.stride(), weight.dtype),
+    key = (x.shape, x.stride(), x.dtype, x.device, None if weight is None else (weight.shape, weight.stride(), weight.dtype),
            None if bias is None else (bias.shape, bias.stride(), bias.dtype), G)
     plan = _plans.get(key, False)
     if plan is False:
@@ -392,6 +452,10 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         raise ValueError("out must be a contiguous tensor with x's shape and dtype")
     if plan is None:
         return out
+    if plan[0] == "resident":
+        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1]):
+            return out
+        plan = plan[2]  # this call's tensors are not 16-byte aligned
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
     if plan[0] == "fused":

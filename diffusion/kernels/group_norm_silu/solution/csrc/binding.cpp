@@ -1,0 +1,102 @@
+// Host path of group_norm_silu v5's resident kernel: checks, one workspace allocation, one memset, one launch, in
+// C++ (a Triton launch through Python costs ~14 us per call on an H200 host, a pybind11 call ~5 us).
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdint>
+#include <tuple>
+
+#include "gn_resident.h"
+
+namespace {
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+bool dtype_of(at::ScalarType t, kda_gn::DType* out) {
+  switch (t) {
+    case at::kHalf: *out = kda_gn::DType::kFP16; return true;
+    case at::kBFloat16: *out = kda_gn::DType::kBF16; return true;
+    case at::kFloat: *out = kda_gn::DType::kFP32; return true;
+    default: return false;
+  }
+}
+
+// (multiprocessors, shared memory a block may opt into) of a device: what the plan is sized by.
+std::tuple<int64_t, int64_t> device_limits(int64_t device) {
+  int sms = 0, smem = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, static_cast<int>(device)));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, static_cast<int>(device)));
+  return {sms, smem};
+}
+
+// Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
+// ring_vecs). Returns false, having launched nothing, when this call's tensors are not ones the kernel reads
+// (not contiguous, not 16-byte aligned, a dtype it lacks, w and b of different dtypes): the caller then takes the
+// Triton path.
+bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+         const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
+         int64_t ring_vecs) {
+  kda_gn::DType xt, wt = kda_gn::DType::kFP32;
+  if (!x.is_cuda() || !dtype_of(x.scalar_type(), &xt) || !x.is_contiguous() || !out.is_contiguous() ||
+      out.scalar_type() != x.scalar_type() || out.sizes() != x.sizes() || out.device() != x.device() ||
+      !aligned16(x) || !aligned16(out) || x.dim() < 2)
+    return false;
+  const at::Tensor* wb[2] = {weight.has_value() ? &*weight : nullptr, bias.has_value() ? &*bias : nullptr};
+  bool first = true;
+  for (const at::Tensor* t : wb) {
+    if (t == nullptr) continue;
+    kda_gn::DType d;
+    if (!dtype_of(t->scalar_type(), &d) || t->device() != x.device() || t->dim() != 1 || t->size(0) != x.size(1) ||
+        t->stride(0) != 1 || (!first && d != wt))
+      return false;
+    wt = d;
+    first = false;
+  }
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
+  const int64_t elem = x.element_size();
+  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
+  if ((S * elem) % 16 != 0) return false;
+  TORCH_CHECK_VALUE(team_size >= 1 && teams >= 1 && chunk_vecs >= 1 && ring_vecs >= chunk_vecs &&
+                        team_size * chunk_vecs >= (C / groups) * S * elem / 16,
+                    "group_norm_silu: inconsistent resident plan (team_size ", team_size, ", teams ", teams,
+                    ", chunk_vecs ", chunk_vecs, ", ring_vecs ", ring_vecs, ")");
+
+  c10::cuda::CUDAGuard guard(x.device());
+  const int64_t units = B * groups;
+  // One allocation: the members' (mean, M2) and the units' arrival counters (zeroed: a team waits on them).
+  const int64_t part_floats = team_size > 1 ? 2 * units * team_size : 0;
+  at::Tensor ws = at::empty({part_floats + (team_size > 1 ? units : 0) + 1}, x.options().dtype(at::kFloat));
+  auto stream = c10::cuda::getCurrentCUDAStream();
+
+  kda_gn::Params p;
+  p.x = x.data_ptr();
+  p.y = out.data_ptr();
+  p.w = wb[0] ? wb[0]->data_ptr() : nullptr;
+  p.b = wb[1] ? wb[1]->data_ptr() : nullptr;
+  p.partials = reinterpret_cast<float2*>(ws.data_ptr<float>());
+  p.counters = reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
+  p.group_vecs = (C / groups) * S * elem / 16;
+  p.channel_vecs = S * elem / 16;
+  p.units = static_cast<int>(units);
+  p.groups = static_cast<int>(groups);
+  p.cpg = static_cast<int>(C / groups);
+  p.team_size = static_cast<int>(team_size);
+  p.teams = static_cast<int>(teams);
+  p.chunk_vecs = static_cast<int>(chunk_vecs);
+  p.ring_vecs = static_cast<int>(ring_vecs);
+  p.eps = static_cast<float>(eps);
+  if (team_size > 1)
+    C10_CUDA_CHECK(cudaMemsetAsync(p.counters, 0, static_cast<size_t>(units) * sizeof(unsigned), stream.stream()));
+  const cudaError_t err = kda_gn::launch(p, xt, wt, stream.stream());
+  TORCH_CHECK(err == cudaSuccess, "group_norm_silu resident kernel launch failed: ", cudaGetErrorString(err));
+  return true;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("device_limits", &device_limits, "(multiprocessors, opt-in shared memory per block) of a CUDA device");
+  m.def("run", &run, "silu(GroupNorm(x)) into out through the resident kernel; False: this call is not handled");
+}

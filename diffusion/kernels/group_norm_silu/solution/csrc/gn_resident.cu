@@ -1,0 +1,302 @@
+// group_norm_silu v5, the resident kernel: y = silu(GroupNorm(x)) on a contiguous x with x read from DRAM once.
+//
+// Why: a statistics pass followed by an apply pass reads x twice; on rows beyond the L2 that caps the counted
+// bandwidth at 2/3 of a copy (ledger L0011: upstream's three-pass path runs at 98% of copy in DRAM traffic and
+// still counts only ~0.6). Here a unit (one batch's group) is split over a team of CTAs that keep their slices in
+// shared memory: the whole machine holds 132 x ~200 KB, more than the largest VAE group (17.8 MB). Each member
+// loads its slice with cp.async, computes the slice's (mean, M2) from shared memory (two passes there: no
+// E[x^2] - mean^2 cancellation), publishes it, and waits for its team; every member then merges the team's
+// partials with Chan's formula and writes y from shared memory.
+//
+// Overlap: the shared memory is a ring. While a member waits for its team and applies the current unit, the next
+// unit's slice is already loading into the free part of the ring (all of it when two slices fit, else a prefix);
+// the rest is issued once the current slice is written out.
+#include "gn_resident.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kda_gn {
+namespace {
+
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// 16 bytes <-> VE floats.
+template <typename T> struct Vec;
+template <> struct Vec<__half> {
+  static constexpr int VE = 8;
+  __device__ static void unpack(const uint4& v, float (&f)[VE]) {
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 t = __half22float2(h[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+  __device__ static uint4 pack(const float (&f)[VE]) {
+    uint4 v;
+    __half2* h = reinterpret_cast<__half2*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    return v;
+  }
+};
+template <> struct Vec<__nv_bfloat16> {
+  static constexpr int VE = 8;
+  __device__ static void unpack(const uint4& v, float (&f)[VE]) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 t = __bfloat1622float2(h[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  }
+  __device__ static uint4 pack(const float (&f)[VE]) {
+    uint4 v;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    return v;
+  }
+};
+template <> struct Vec<float> {
+  static constexpr int VE = 4;
+  __device__ static void unpack(const uint4& v, float (&f)[VE]) {
+    f[0] = __uint_as_float(v.x);
+    f[1] = __uint_as_float(v.y);
+    f[2] = __uint_as_float(v.z);
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ static uint4 pack(const float (&f)[VE]) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+};
+
+__device__ __forceinline__ float to_float(const void* p, int i, DType t) {
+  switch (t) {
+    case DType::kFP16: return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Sum over the CTA, returned to every thread. `scratch` holds kWarps floats; two barriers.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // scratch may still be read by the previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < kWarps ? scratch[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
+// Vectors [from, to) of a slice into the ring at `start` (wrapping), one cp.async of 16 bytes each.
+__device__ __forceinline__ void issue_loads(uint4* ring, int ring_vecs, int start, const uint4* src, int from,
+                                            int to) {
+  for (int i = from + static_cast<int>(threadIdx.x); i < to; i += kThreads) {
+    int pos = start + i;
+    if (pos >= ring_vecs) pos -= ring_vecs;
+    cp_async16(ring + pos, src + i);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DType wb) {
+  using V = Vec<T>;
+  constexpr int VE = V::VE;
+  extern __shared__ uint4 ring[];
+  __shared__ float scratch[kWarps];
+  __shared__ float stat[2];
+
+  const int tid = threadIdx.x;
+  const int team = blockIdx.x / p.team_size, member = blockIdx.x % p.team_size;
+  int u = team;
+  if (u >= p.units) return;  // this team has no unit; no other team waits for it
+
+  const int64_t v_begin = static_cast<int64_t>(member) * p.chunk_vecs;
+  const int64_t left = p.group_vecs - v_begin;
+  const int len = left <= 0 ? 0 : static_cast<int>(left < p.chunk_vecs ? left : p.chunk_vecs);
+  const float n_mine = static_cast<float>(len) * VE;
+  const float n_group = static_cast<float>(p.group_vecs) * VE;
+  const uint4* x = static_cast<const uint4*>(p.x);
+  uint4* y = static_cast<uint4*>(p.y);
+
+  int start = 0;  // ring position of the current slice
+  issue_loads(ring, p.ring_vecs, start, x + u * p.group_vecs + v_begin, 0, len);
+  cp_async_commit();
+
+  for (; u < p.units; u += p.teams) {
+    const int next = u + p.teams;
+    const bool has_next = next < p.units;
+    cp_async_wait_all();
+    __syncthreads();
+
+    // The slice's mean, then its M2 about that mean, both from shared memory.
+    float s = 0.f;
+    for (int i = tid; i < len; i += kThreads) {
+      int pos = start + i;
+      if (pos >= p.ring_vecs) pos -= p.ring_vecs;
+      float f[VE];
+      V::unpack(ring[pos], f);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) s += f[e];
+    }
+    const float cmean = block_sum(s, scratch) / fmaxf(n_mine, 1.f);
+    float q = 0.f;
+    for (int i = tid; i < len; i += kThreads) {
+      int pos = start + i;
+      if (pos >= p.ring_vecs) pos -= p.ring_vecs;
+      float f[VE];
+      V::unpack(ring[pos], f);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) {
+        const float d = f[e] - cmean;
+        q = fmaf(d, d, q);
+      }
+    }
+    const float m2 = block_sum(q, scratch);
+
+    if (p.team_size > 1 && tid == 0) {
+      p.partials[static_cast<int64_t>(u) * p.team_size + member] = make_float2(cmean, m2);
+      __threadfence();
+      atomicAdd(p.counters + u, 1u);
+    }
+
+    // The next slice starts loading into the free part of the ring before this unit's wait.
+    int next_start = start + len;
+    if (next_start >= p.ring_vecs) next_start -= p.ring_vecs;
+    const int pre = has_next ? min(len, p.ring_vecs - len) : 0;
+    const uint4* next_src = x + static_cast<int64_t>(next) * p.group_vecs + v_begin;
+    if (pre > 0) {
+      issue_loads(ring, p.ring_vecs, next_start, next_src, 0, pre);
+      cp_async_commit();
+    }
+
+    float mean, rstd;
+    if (p.team_size > 1) {
+      if (tid == 0) {
+        while (load_acquire(p.counters + u) < static_cast<unsigned>(p.team_size)) {
+        }
+      }
+      __syncthreads();
+      if (tid < 32) {
+        const float2* part = p.partials + static_cast<int64_t>(u) * p.team_size;
+        float sum_nm = 0.f;
+        for (int i = tid; i < p.team_size; i += 32) {
+          const int64_t l = p.group_vecs - static_cast<int64_t>(i) * p.chunk_vecs;
+          const float n_i = l <= 0 ? 0.f : static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE;
+          sum_nm += n_i * __ldcg(part + i).x;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum_nm += __shfl_xor_sync(0xffffffffu, sum_nm, o);
+        const float gmean = sum_nm / n_group;
+        float gm2 = 0.f;
+        for (int i = tid; i < p.team_size; i += 32) {
+          const int64_t l = p.group_vecs - static_cast<int64_t>(i) * p.chunk_vecs;
+          const float n_i = l <= 0 ? 0.f : static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE;
+          const float2 pi = __ldcg(part + i);
+          const float d = pi.x - gmean;
+          gm2 += pi.y + n_i * d * d;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) gm2 += __shfl_xor_sync(0xffffffffu, gm2, o);
+        if (tid == 0) {
+          stat[0] = gmean;
+          stat[1] = rsqrtf(gm2 / n_group + p.eps);
+        }
+      }
+      __syncthreads();
+      mean = stat[0];
+      rstd = stat[1];
+    } else {
+      mean = cmean;
+      rstd = rsqrtf(m2 / n_group + p.eps);
+    }
+
+    // y = silu(x * a + c) per channel, a = rstd * w, c = b - mean * a; written straight from shared memory.
+    const int c0 = (u % p.groups) * p.cpg;
+    uint4* dst = y + static_cast<int64_t>(u) * p.group_vecs + v_begin;
+    for (int i = tid; i < len; i += kThreads) {
+      int pos = start + i;
+      if (pos >= p.ring_vecs) pos -= p.ring_vecs;
+      const int c = c0 + static_cast<int>((v_begin + i) / p.channel_vecs);
+      const float a = rstd * (p.w ? to_float(p.w, c, wb) : 1.f);
+      const float sh = (p.b ? to_float(p.b, c, wb) : 0.f) - mean * a;
+      float f[VE];
+      V::unpack(ring[pos], f);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) {
+        const float z = fmaf(f[e], a, sh);
+        f[e] = __fdividef(z, 1.f + __expf(-z));
+      }
+      __stcs(dst + i, V::pack(f));
+    }
+    __syncthreads();  // every read of this slice is done: its part of the ring is free
+
+    if (has_next && pre < len) {
+      issue_loads(ring, p.ring_vecs, next_start, next_src, pre, len);
+      cp_async_commit();
+    }
+    start = next_start;
+  }
+}
+
+template <typename T>
+cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(p.ring_vecs) * 16;
+  // The opt-in above 48 KB is per function and device; raising it once to the largest size seen keeps later calls
+  // cheap.
+  static size_t opted[64] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  size_t& done = opted[device & 63];
+  if (smem > done) {
+    err = cudaFuncSetAttribute(gn_resident_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    done = smem;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.teams * p.team_size));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = p.team_size > 1 ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, gn_resident_kernel<T>, p, wb);
+}
+
+}  // namespace
+
+cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t stream) {
+  switch (x_dtype) {
+    case DType::kFP16: return launch_typed<__half>(p, wb_dtype, stream);
+    case DType::kBF16: return launch_typed<__nv_bfloat16>(p, wb_dtype, stream);
+    default: return launch_typed<float>(p, wb_dtype, stream);
+  }
+}
+
+}  // namespace kda_gn

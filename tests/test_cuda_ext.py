@@ -1,0 +1,22 @@
+"""kda/cuda_ext.py: the shared CUDA extension loader names each build after its sources and puts it where asked."""
+import re
+
+from kda.cuda_ext import CudaExtension, build_dir
+
+
+def test_module_name_follows_every_source_and_header(tmp_path):
+    for name in ("a.cu", "b.cpp", "c.h"):
+        (tmp_path / name).write_text(f"// {name}\n")
+    ext = CudaExtension("kda_demo", tmp_path, ("a.cu", "b.cpp"), ("c.h",))
+    assert ext.sources == ("a.cu", "b.cpp", "c.h")
+    before = ext.module_name()
+    assert re.fullmatch(r"kda_demo_[0-9a-f]{12}", before)
+    (tmp_path / "c.h").write_text("// edited\n")
+    assert ext.module_name() != before
+
+
+def test_build_dir_honours_torch_extensions_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    assert build_dir("x") == tmp_path / "x" and (tmp_path / "x").is_dir()
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
+    assert build_dir("y").parent.parts[-2:] == (".kda-cache", "torch-ext")
