@@ -46,7 +46,9 @@ from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
                      ("binding.cpp", "gn_resident.cu"), ("gn_resident.h",))
 _RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-_RESIDENT_RESERVE = 1024          # bytes of shared memory left for the kernel's static arrays
+_RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's static arrays
+_RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
+_RESIDENT_MAX_CPG = 1024
 _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
@@ -325,12 +327,13 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     SM, each holding a slice of `chunk_vecs` 16-byte vectors in a shared-memory ring of `ring_vecs`. The team size
     minimises one CTA's work: rounds x (slice + the part of the next slice that cannot load before the wait + the
     wait itself when the team has more than one member)."""
-    if (channel_elems * elem) % 16 or group_elems * elem >= 16 * 2**31 or units < 1:
+    if (channel_elems * elem) % 16 or group_elems * elem >= 16 * 2**31 or units < 1 \
+            or group_elems // channel_elems > _RESIDENT_MAX_CPG:
         return None
     group_vecs = group_elems * elem // 16
     budget = (smem_optin - _RESIDENT_RESERVE) // 16
     best = None
-    for k in range(1, sms + 1):
+    for k in range(1, min(sms, _RESIDENT_MAX_TEAM) + 1):
         chunk = cdiv(group_vecs, k)
         if chunk > budget:
             continue

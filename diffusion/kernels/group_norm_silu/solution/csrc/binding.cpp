@@ -58,8 +58,9 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   const int64_t elem = x.element_size();
   TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
   if ((S * elem) % 16 != 0) return false;
-  TORCH_CHECK_VALUE(team_size >= 1 && teams >= 1 && chunk_vecs >= 1 && ring_vecs >= chunk_vecs &&
-                        team_size * chunk_vecs >= (C / groups) * S * elem / 16,
+  TORCH_CHECK_VALUE(team_size >= 1 && team_size <= kda_gn::kMaxTeam && teams >= 1 && chunk_vecs >= 1 &&
+                        ring_vecs >= chunk_vecs && team_size * chunk_vecs >= (C / groups) * S * elem / 16 &&
+                        (C / groups) * S * elem / 16 < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,
                     "group_norm_silu: inconsistent resident plan (team_size ", team_size, ", teams ", teams,
                     ", chunk_vecs ", chunk_vecs, ", ring_vecs ", ring_vecs, ")");
 
@@ -77,8 +78,8 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   p.b = wb[1] ? wb[1]->data_ptr() : nullptr;
   p.partials = reinterpret_cast<float2*>(ws.data_ptr<float>());
   p.counters = reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
-  p.group_vecs = (C / groups) * S * elem / 16;
-  p.channel_vecs = S * elem / 16;
+  p.group_vecs = static_cast<int>((C / groups) * S * elem / 16);
+  p.channel_vecs = static_cast<int>(S * elem / 16);
   p.units = static_cast<int>(units);
   p.groups = static_cast<int>(groups);
   p.cpg = static_cast<int>(C / groups);

@@ -126,22 +126,23 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
   extern __shared__ uint4 ring[];
   __shared__ float scratch[kWarps];
   __shared__ float stat[2];
+  __shared__ float2 coef[kMaxCpg];
 
   const int tid = threadIdx.x;
   const int team = blockIdx.x / p.team_size, member = blockIdx.x % p.team_size;
   int u = team;
   if (u >= p.units) return;  // this team has no unit; no other team waits for it
 
-  const int64_t v_begin = static_cast<int64_t>(member) * p.chunk_vecs;
-  const int64_t left = p.group_vecs - v_begin;
-  const int len = left <= 0 ? 0 : static_cast<int>(left < p.chunk_vecs ? left : p.chunk_vecs);
+  const int v_begin = member * p.chunk_vecs;  // group_vecs < 2^31 (the plan's condition)
+  const int left = p.group_vecs - v_begin;
+  const int len = left <= 0 ? 0 : (left < p.chunk_vecs ? left : p.chunk_vecs);
   const float n_mine = static_cast<float>(len) * VE;
   const float n_group = static_cast<float>(p.group_vecs) * VE;
   const uint4* x = static_cast<const uint4*>(p.x);
   uint4* y = static_cast<uint4*>(p.y);
 
   int start = 0;  // ring position of the current slice
-  issue_loads(ring, p.ring_vecs, start, x + u * p.group_vecs + v_begin, 0, len);
+  issue_loads(ring, p.ring_vecs, start, x + static_cast<int64_t>(u) * p.group_vecs + v_begin, 0, len);
   cp_async_commit();
 
   for (; u < p.units; u += p.teams) {
@@ -199,23 +200,28 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
       }
       __syncthreads();
       if (tid < 32) {
+        // Every partial of the team loaded at once (up to kMaxTeam / 32 per lane), then two shuffle reductions.
         const float2* part = p.partials + static_cast<int64_t>(u) * p.team_size;
-        float sum_nm = 0.f;
-        for (int i = tid; i < p.team_size; i += 32) {
-          const int64_t l = p.group_vecs - static_cast<int64_t>(i) * p.chunk_vecs;
-          const float n_i = l <= 0 ? 0.f : static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE;
-          sum_nm += n_i * __ldcg(part + i).x;
+        float2 pi[kMaxTeam / 32];
+        float ni[kMaxTeam / 32];
+#pragma unroll
+        for (int j = 0; j < kMaxTeam / 32; ++j) {
+          const int i = tid + 32 * j;
+          const int l = p.group_vecs - i * p.chunk_vecs;
+          ni[j] = i < p.team_size && l > 0 ? static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE : 0.f;
+          pi[j] = i < p.team_size ? __ldcg(part + i) : make_float2(0.f, 0.f);
         }
+        float sum_nm = 0.f;
+#pragma unroll
+        for (int j = 0; j < kMaxTeam / 32; ++j) sum_nm = fmaf(ni[j], pi[j].x, sum_nm);
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) sum_nm += __shfl_xor_sync(0xffffffffu, sum_nm, o);
         const float gmean = sum_nm / n_group;
         float gm2 = 0.f;
-        for (int i = tid; i < p.team_size; i += 32) {
-          const int64_t l = p.group_vecs - static_cast<int64_t>(i) * p.chunk_vecs;
-          const float n_i = l <= 0 ? 0.f : static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE;
-          const float2 pi = __ldcg(part + i);
-          const float d = pi.x - gmean;
-          gm2 += pi.y + n_i * d * d;
+#pragma unroll
+        for (int j = 0; j < kMaxTeam / 32; ++j) {
+          const float d = pi[j].x - gmean;
+          gm2 += pi[j].y + ni[j] * d * d;
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) gm2 += __shfl_xor_sync(0xffffffffu, gm2, o);
@@ -232,20 +238,24 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
       rstd = rsqrtf(m2 / n_group + p.eps);
     }
 
-    // y = silu(x * a + c) per channel, a = rstd * w, c = b - mean * a; written straight from shared memory.
+    // y = silu(x * a + c) per channel, a = rstd * w, c = b - mean * a (a table of the unit's CPG channels), written
+    // straight from shared memory.
     const int c0 = (u % p.groups) * p.cpg;
+    for (int c = tid; c < p.cpg; c += kThreads) {
+      const float a = rstd * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
+      coef[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - mean * a);
+    }
+    __syncthreads();
     uint4* dst = y + static_cast<int64_t>(u) * p.group_vecs + v_begin;
     for (int i = tid; i < len; i += kThreads) {
       int pos = start + i;
       if (pos >= p.ring_vecs) pos -= p.ring_vecs;
-      const int c = c0 + static_cast<int>((v_begin + i) / p.channel_vecs);
-      const float a = rstd * (p.w ? to_float(p.w, c, wb) : 1.f);
-      const float sh = (p.b ? to_float(p.b, c, wb) : 0.f) - mean * a;
+      const float2 ac = coef[static_cast<unsigned>(v_begin + i) / static_cast<unsigned>(p.channel_vecs)];
       float f[VE];
       V::unpack(ring[pos], f);
 #pragma unroll
       for (int e = 0; e < VE; ++e) {
-        const float z = fmaf(f[e], a, sh);
+        const float z = fmaf(f[e], ac.x, ac.y);
         f[e] = __fdividef(z, 1.f + __expf(-z));
       }
       __stcs(dst + i, V::pack(f));

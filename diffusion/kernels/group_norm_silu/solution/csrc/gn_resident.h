@@ -19,8 +19,8 @@ struct Params {
   const void* b;           // [C] or null
   float2* partials;        // [units][team_size]: (mean, M2) of each member's slice
   unsigned* counters;      // [units], zero before the launch when team_size > 1
-  int64_t group_vecs;      // 16-byte vectors per unit
-  int64_t channel_vecs;    // 16-byte vectors per channel (S * elem / 16: a vector never spans two channels)
+  int group_vecs;          // 16-byte vectors per unit (< 2^31)
+  int channel_vecs;        // 16-byte vectors per channel (S * elem / 16: a vector never spans two channels)
   int units;               // B * G
   int groups;              // G
   int cpg;                 // channels per group
@@ -32,6 +32,8 @@ struct Params {
 };
 
 constexpr int kThreads = 512;
+constexpr int kMaxTeam = 256;  // CTAs per team: the merge keeps kMaxTeam / 32 partials per lane in registers
+constexpr int kMaxCpg = 1024;  // channels per group: the per-channel (scale, shift) table lives in shared memory
 
 // Queues the kernel on `stream`; cooperative when team_size > 1 (the members of a team wait for each other).
 cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
