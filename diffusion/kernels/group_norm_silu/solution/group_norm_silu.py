@@ -1,4 +1,4 @@
-"""Candidate v3d for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v5c for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -30,6 +30,11 @@ Design:
 - v3 (a persistent streaming kernel) and v3b (each contiguous group tiled as one flat range, upstream's grid order,
   the apply pass in either order) were slower and are not kept (ledger); v3c is v2 with 2048 x 4 split tiles; v3d
   also keeps groups under 2^16 elements on the one-launch path when there are few of them.
+- v4: flat tiles for contiguous groups of <= 4 channels, swept split layouts; v4b: with few partials per apply
+  program the apply programs merge them (no finalize launch).
+- v5: contiguous x on a GPU through a resident CUDA kernel (csrc/gn_resident.cu: a team of CTAs holds each group in
+  shared memory, x read from DRAM once, one C++ launch); v5c keeps it for x up to _RESIDENT_MAX_BYTES only (the
+  sweep behind that limit is cited there).
 
 """
 import math
@@ -50,6 +55,12 @@ _RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's
 _RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
 _RESIDENT_MAX_CPG = 1024
 _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
+# v5c: only x of at most this many bytes takes the resident kernel. H200 sweep of every contiguous production row
+# (docs/profile/h200/layout-sweep/5053236-resident.json): up to 28 MB it beats the Triton paths by back-to-back time
+# (0.42-0.90x: one C++ launch instead of Python + Triton's) and ties them by graph replay (0.59-1.24x); from 31 MB
+# on it is 4-45% slower by both: a round of the team (statistics, wait, merge, apply) runs at ~2 TB/s, not at the
+# copy rate, so the Triton split path keeps the large rows.
+_RESIDENT_MAX_BYTES = 30 << 20
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -365,6 +376,8 @@ def _plan(x, weight, bias, G):
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
             or any(d not in _RESIDENT_DTYPES or d != wb[0] for d in wb):
+        return fallback
+    if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
         return fallback
     B, C = x.shape[0], x.shape[1]
     S = x.numel() // (B * C)
