@@ -270,6 +270,13 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
   }
 }
 
+// The team counters start at zero: cleared by this kernel, not a memset, so the candidate's path runs only its own
+// kernels (the harness flags every other GPU activity on it).
+__global__ void gn_zero_kernel(unsigned* counters, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) counters[i] = 0u;
+}
+
 template <typename T>
 cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(p.ring_vecs) * 16;
@@ -285,6 +292,11 @@ cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
                                static_cast<int>(smem));
     if (err != cudaSuccess) return err;
     done = smem;
+  }
+  if (p.team_size > 1) {
+    gn_zero_kernel<<<(p.units + 255) / 256, 256, 0, stream>>>(p.counters, p.units);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.teams * p.team_size));

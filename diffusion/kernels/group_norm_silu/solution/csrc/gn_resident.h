@@ -35,7 +35,8 @@ constexpr int kThreads = 512;
 constexpr int kMaxTeam = 256;  // CTAs per team: the merge keeps kMaxTeam / 32 partials per lane in registers
 constexpr int kMaxCpg = 1024;  // channels per group: the per-channel (scale, shift) table lives in shared memory
 
-// Queues the kernel on `stream`; cooperative when team_size > 1 (the members of a team wait for each other).
+// Queues the kernel on `stream`; when team_size > 1, after a kernel that zeroes the counters, and cooperative (the
+// members of a team wait for each other).
 cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
 }  // namespace kda_gn
