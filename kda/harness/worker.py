@@ -298,6 +298,15 @@ class RowRunner:
             torch.cuda.synchronize()
         return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
 
+    def kernel_origin(self, result: dict) -> None:
+        """Names the GPU kernels of one candidate call and flags those of PyTorch (memsets and copies included).
+        `kda check` runs it as `kda bench` does, so a path the gate passes is one the benchmark accepts."""
+        try:
+            result["kernels"] = self.candidate_kernels()
+            result["torch_kernels"] = torch_kernels(result["kernels"]) if not self.args.aa else []
+        except Exception as e:  # noqa: BLE001
+            result["notes"].append(f"profiler unavailable, kernel-origin check skipped: {e}")
+
     # -- one row ------------------------------------------------------------------------------------------
     def run(self, row, mode: str) -> dict:
         bench = mode == "bench"
@@ -345,11 +354,8 @@ class RowRunner:
                 if g.error:
                     result["notes"].append(f"{n}: not capturable in a CUDA graph: {g.error}")
             samples = {n: {"device_us": [], "wall_us": [], "graph_us": []} for n in names}
-            try:
-                result["kernels"] = self.candidate_kernels()
-                result["torch_kernels"] = torch_kernels(result["kernels"]) if not self.args.aa else []
-            except Exception as e:  # noqa: BLE001
-                result["notes"].append(f"profiler unavailable, kernel-origin check skipped: {e}")
+        if self.gpu:
+            self.kernel_origin(result)
         order_rng = random.Random(trial_seed(row.seed, self.args.salt, 0, 7))
 
         for trial in range(trials):

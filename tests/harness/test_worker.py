@@ -1,0 +1,58 @@
+"""kda/harness/worker.py: the kernel-origin check runs in every mode on a GPU (a memset on the candidate's path failed
+group_norm_silu's benchmark after `kda check` had passed it) and flags PyTorch's kernels, memsets included."""
+import ast
+import inspect
+from types import SimpleNamespace
+
+from kda.harness import worker
+from kda.harness.checks import TORCH_KERNEL
+from kda.harness.verdict import candidate_reasons
+
+
+def _runner(kernels, aa=False):
+    r = object.__new__(worker.RowRunner)
+    r.args = SimpleNamespace(aa=aa)
+    r.candidate_kernels = lambda: kernels
+    return r
+
+
+def test_kernel_origin_flags_pytorch_kernels_and_memsets():
+    result = {"notes": []}
+    _runner(["Memset (Device)", "gn_resident_kernel", "void at::native::fill_kernel"]).kernel_origin(result)
+    assert result["kernels"][1] == "gn_resident_kernel"
+    assert result["torch_kernels"] == ["Memset (Device)", "void at::native::fill_kernel"]
+
+
+def test_kernel_origin_is_not_judged_in_aa_runs_and_notes_a_missing_profiler():
+    result = {"notes": []}
+    _runner(["Memset (Device)"], aa=True).kernel_origin(result)
+    assert result["torch_kernels"] == []
+
+    def broken():
+        raise RuntimeError("CUPTI unavailable")
+
+    r = _runner([])
+    r.candidate_kernels = broken
+    result = {"notes": []}
+    r.kernel_origin(result)
+    assert "torch_kernels" not in result and "kernel-origin check skipped" in result["notes"][0]
+
+
+def test_run_calls_the_kernel_origin_check_outside_the_bench_branch():
+    """`kda check` and `kda bench` both reach it: the call sits under `if self.gpu`, not under `if bench`."""
+    tree = ast.parse(inspect.getsource(worker.RowRunner.run).lstrip().replace("\n    ", "\n"))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "kernel_origin"]
+    assert len(calls) == 1
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    node, guards = calls[0], []
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, ast.If):
+            guards.append(ast.unparse(node.test))
+    assert guards == ["self.gpu"], guards
+
+
+def test_a_flagged_kernel_fails_the_row():
+    raw = {"checks": [{"arm": "candidate", "trial": 0, "phase": 0, "outputs": {}}], "torch_kernels": ["Memset (Device)"]}
+    reasons, _ = candidate_reasons(raw, {"check": {"k_error_ratio": 2.0, "error_floor": 0.05}}, [])
+    assert TORCH_KERNEL in reasons
