@@ -72,8 +72,10 @@ def _group_norm_layouts():
                 lay = (t, i, st, sw, aw)
                 out["t{}_i{}_st{}_w{}{}".format(*lay)] = {"_SPLIT_CONTIGUOUS": lay, "_SPLIT_FLAT": lay}
     out.update({f"fused_below_2^{k}": {"_FUSED_FEW_GROUPS_MAX": 1 << k} for k in (15, 16, 17)})
-    # v5: the Triton paths alone (no resident kernel), and the team wait priced at 0, 6 and 24 KB per CTA
+    # v5: the Triton paths alone (no resident kernel), the resident kernel at every size, and the team wait priced
+    # at 0, 6 and 24 KB per CTA
     out["triton"] = {"_plan": m._triton_plan}
+    out["resident_all"] = {"_RESIDENT_MAX_BYTES": 1 << 62}
     out.update({f"wait_{v // 64}k": {"_RESIDENT_BARRIER_VECS": v} for v in (0, 384, 1536)})
     out["default"] = {}
     return m, out
