@@ -7,7 +7,9 @@ for picking defaults: the numbers a campaign reports come from `kda bench`.
 
     python3 scripts/layout_sweep.py cutedsl_norm_scale_shift --rows a,b --out sweep.json
 
-Variants are named in VARIANTS below, per task: {name: {module attribute: replacement}}.
+Variants are named in VARIANTS below, per task: {name: {attribute: replacement}}, where an attribute is a name in
+the task's main module or a (module, name) pair. `--compile` also times the torch.compile peer the harness runs; with
+TORCHINDUCTOR_CACHE_DIR set, Inductor leaves the Triton source it generated there.
 """
 import argparse
 import importlib
@@ -53,9 +55,54 @@ def _nss_layouts():
     return m, out
 
 
-def _select01_layouts():
+def _fuse_scale_shift_layouts():
+    """select01's row warps, and the scale-shift flat kernel's tile, warps and streaming hints (and the 2-D kernel
+    instead of the flat one)."""
     m = _solution_module("fuse_scale_shift", "select01")
+    flat = _solution_module("fuse_scale_shift", "scale_shift")
     out = {f"row_w{w}": {"_row_warps": (lambda w=w: (lambda block_n: w))()} for w in (4, 8)}
+    for block in (512, 1024, 2048, 4096):
+        for warps in (4, 8):
+            for hint in (True, False):
+                if block // (32 * warps) >= 4:  # at least one 8-byte vector per thread
+                    out[f"flat_{block}_w{warps}{'_h' if hint else ''}"] = {
+                        (flat, "_flat_config"): (lambda c=(block, warps, hint): (lambda numel: c))()}
+    out["two_d"] = {(flat, "_flat_mode"): lambda t, layout, B, L, C: (None, 0)}
+    out["default"] = {}
+    return m, out
+
+
+def _norm_infer_layouts():
+    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows."""
+    m = _solution_module("norm_infer", "norm")
+    default = m._layout
+    out = {}
+
+    def narrow(bm, w):
+        return lambda rows, N, block_n: (bm, w, False) if block_n <= 256 else default(rows, N, block_n)
+
+    def wide(w, hint):
+        return lambda rows, N, block_n: (1, w, hint) if block_n > 256 else default(rows, N, block_n)
+
+    for bm in (4, 8, 16, 32):
+        for w in (1, 2, 4, 8):
+            if bm * 128 // (32 * w) >= 4:
+                out[f"narrow_m{bm}_w{w}"] = {"_layout": narrow(bm, w)}
+    for w in (4, 8, 16, 32):
+        for hint in (False, True):
+            out[f"wide_w{w}{'_h' if hint else ''}"] = {"_layout": wide(w, hint)}
+    out["default"] = {}
+    return m, out
+
+
+def _rotary_layouts():
+    """The LTX-2 split kernel: (token, head block) grid at several heads per program and warps, or the flat row
+    grid (v3)."""
+    m = _solution_module("rotary_embedding", "rotary")
+    out = {"rows_v3": {"_split_layout": lambda tokens, H, block_half: None}}
+    for bh in (4, 8, 16, 32):
+        for w in (2, 4, 8):
+            out[f"tok_h{bh}_w{w}"] = {"_split_layout": (lambda c=(bh, w): (lambda tokens, H, block_half: c))()}
     out["default"] = {}
     return m, out
 
@@ -81,9 +128,14 @@ def _group_norm_layouts():
     return m, out
 
 
-# "fuse_scale_shift" sweeps its select01 rows.
-VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _select01_layouts,
-            "group_norm_silu": _group_norm_layouts}
+VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _fuse_scale_shift_layouts,
+            "group_norm_silu": _group_norm_layouts, "norm_infer": _norm_infer_layouts,
+            "rotary_embedding": _rotary_layouts}
+
+
+def _target(module, attr):
+    """(module, name) of a variant's attribute key."""
+    return attr if isinstance(attr, tuple) else (module, attr)
 
 
 def _graph_us(fn, calls=10, replays=15):
@@ -149,6 +201,7 @@ def main(argv=None):
     ap.add_argument("--baseline", action="store_true", help="time the upstream baseline too (needs it importable)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
+    ap.add_argument("--compile", action="store_true", help="time the torch.compile peer too")
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load(args.task)
@@ -178,12 +231,19 @@ def main(argv=None):
             rec["baseline_stream_us"] = _stream_us(lambda: ad.call_baseline(upstream, row, inp, outb))
             if args.kernels:
                 rec["baseline_kernel_us"] = _kernel_us(lambda: ad.call_baseline(upstream, row, inp, outb))
+        if args.compile:
+            from kda.harness.peers import peer_call
+            peer = peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile")
+            rec["compile_us"] = _graph_us(peer)
+            rec["compile_stream_us"] = _stream_us(peer)
+        touched = {module} | {_target(module, a)[0] for p in variants.values() for a in p}
         for name, patch in variants.items():
-            saved = {attr: getattr(module, attr) for attr in patch}
+            saved = {_target(module, attr): getattr(*_target(module, attr)) for attr in patch}
             for attr, fn in patch.items():
-                setattr(module, attr, fn)
-            if hasattr(module, "_plans"):
-                module._plans.clear()
+                setattr(*_target(module, attr), fn)
+            for mod in touched:
+                if hasattr(mod, "_plans"):
+                    mod._plans.clear()
             try:
                 ad.call_candidate(sol, row, inp, out)
                 worst = 0.0
@@ -197,15 +257,18 @@ def main(argv=None):
                 if args.kernels:
                     rec["variants"][name]["kernel_us"] = _kernel_us(lambda: ad.call_candidate(sol, row, inp, out))
             finally:
-                for attr, fn in saved.items():
-                    setattr(module, attr, fn)
-                if hasattr(module, "_plans"):
-                    module._plans.clear()
+                for (mod, attr), fn in saved.items():
+                    setattr(mod, attr, fn)
+                for mod in touched:
+                    if hasattr(mod, "_plans"):
+                        mod._plans.clear()
         best = min(rec["variants"], key=lambda k: rec["variants"][k]["graph_us"])
         line = " ".join(f"{k}={v['graph_us']:.1f}/{v['stream_us']:.1f}" + ("!" if v["worst_norm_err"] > 1 else "")
                         + ("(" + "+".join(f"{t:.1f}" for t in v["kernel_us"].values()) + ")" if "kernel_us" in v else "")
                         for k, v in rec["variants"].items())
         base = f" baseline={rec['baseline_us']:.1f}/{rec['baseline_stream_us']:.1f}" if "baseline_us" in rec else ""
+        if "compile_us" in rec:
+            base += f" compile={rec['compile_us']:.1f}/{rec['compile_stream_us']:.1f}"
         print(f"{rid}: best {best}{base} | {line}", flush=True)
         results.append(rec)
     if args.out:

@@ -143,3 +143,43 @@ _PROBE = textwrap.dedent("""
 
 def test_candidate_select01_handles_non_contiguous_sets_and_index(interpreted):
     interpreted(_PROBE)
+
+
+_FLAT_PROBE = textwrap.dedent("""
+    import torch
+    from kda.task import Task
+    task = Task.load("fuse_scale_shift")
+    sol = task.load_solution()
+    m = __import__(sol.__name__ + ".scale_shift", fromlist=["_flat_mode"])
+    g = torch.Generator().manual_seed(7)
+
+    def check(x, scale, shift, mode):
+        B, L, C = x.shape
+        got = m._flat_mode(scale, m._modulation_layout(scale, B, L, C, "scale"), B, L, C)[0]
+        assert got == mode, (tuple(scale.shape), scale.stride(), got, mode)
+        out = torch.full_like(x, float("nan"))
+        assert sol.fuse_scale_shift_kernel(x, scale, shift, 1.0, out=out) is out
+        ref = x.float() * (1.0 + scale.float()) + shift.float()
+        err = (out.float() - ref).abs()
+        assert bool((err <= 2e-2 + 1e-2 * ref.abs()).all()), (mode, float(err.max()))
+
+    for B in (1, 2):
+        L, C = 5, 48
+        x = torch.randn(B, L, C, generator=g).to(torch.bfloat16)
+        # Wan's form: scale and shift are the two halves of one fp32 [B, L, 2C] tensor (mode 3)
+        mod = torch.randn(B, L, 2 * C, generator=g)
+        check(x, mod[..., :C], mod[..., C:], 3)
+        check(x, torch.randn(B, L, C, generator=g), torch.randn(B, L, C, generator=g), 1)
+        check(x, torch.randn(1, 1, C, generator=g).to(torch.bfloat16), torch.randn(1, C, generator=g), 0)
+        check(x, torch.tensor(0.5), torch.randn(1, 1, C, generator=g), 2)
+    # batch stride that does not follow the row stride: no flat mode, the 2-D kernel
+    mod = torch.randn(2, 5, 2 * 48, generator=g)[..., :48]
+    wide = torch.randn(2, 9, 48, generator=g)[:, :5]
+    x = torch.randn(2, 5, 48, generator=g).to(torch.bfloat16)
+    check(x, wide, mod, None)
+    print("ok")
+""")
+
+
+def test_candidate_flat_modes_match_the_expression(interpreted):
+    interpreted(_FLAT_PROBE)

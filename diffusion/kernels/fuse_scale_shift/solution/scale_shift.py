@@ -66,43 +66,59 @@ def _scale_shift_kernel(
 
 
 @triton.jit
+def _operand(ptr, offs, col, rs, mask, MODE: tl.constexpr, C: tl.constexpr, HINT: tl.constexpr):
+    """One modulation operand of the flat kernel, as fp32 (see _flat_mode for the MODEs)."""
+    if MODE == 0:
+        v = tl.load(ptr + col, mask=mask, other=0.0)
+    elif MODE == 1:
+        v = tl.load(ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first" if HINT else "")
+    elif MODE == 3:
+        v = tl.load(ptr + (offs // C) * rs + col, mask=mask, other=0.0,
+                    eviction_policy="evict_first" if HINT else "")
+    else:
+        v = tl.load(ptr)
+    return v.to(tl.float32)
+
+
+@triton.jit
 def _scale_shift_flat_kernel(
-    x_ptr, scale_ptr, shift_ptr, y_ptr, numel, scale_constant,
+    x_ptr, scale_ptr, shift_ptr, y_ptr, numel, scale_rs, shift_rs, scale_constant,
     C: tl.constexpr, SCALE_MODE: tl.constexpr, SHIFT_MODE: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
+    HINT: tl.constexpr,
 ):
-    """x contiguous; each operand is one channel vector (MODE 0), a scalar (MODE 2) or laid out like x (MODE 1)."""
+    """x contiguous; each operand is one channel vector (MODE 0), laid out like x (1), a scalar (2) or one dense
+    row of C per token row at a row stride (3: a chunk of a wider [rows, k*C] tensor)."""
     start = tl.program_id(0).to(tl.int64) * BLOCK if WIDE else tl.program_id(0) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     mask = offs < numel
     col = offs % C  # C is a compile-time constant: a multiply-shift, not a division
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    if SCALE_MODE == 0:
-        s = tl.load(scale_ptr + col, mask=mask, other=0.0).to(tl.float32)
-    elif SCALE_MODE == 1:
-        s = tl.load(scale_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    else:
-        s = tl.load(scale_ptr).to(tl.float32)
-    if SHIFT_MODE == 0:
-        h = tl.load(shift_ptr + col, mask=mask, other=0.0).to(tl.float32)
-    elif SHIFT_MODE == 1:
-        h = tl.load(shift_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    else:
-        h = tl.load(shift_ptr).to(tl.float32)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first" if HINT else "").to(tl.float32)
+    s = _operand(scale_ptr, offs, col, scale_rs, mask, SCALE_MODE, C, HINT)
+    h = _operand(shift_ptr, offs, col, shift_rs, mask, SHIFT_MODE, C, HINT)
     y = x * (scale_constant + s) + h
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first" if HINT else "")
 
 
 def _flat_mode(t: torch.Tensor, layout, B: int, L: int, C: int):
-    """0: one dense channel vector for every row; 1: dense and laid out like x; 2: scalar; None: needs the 2-D kernel."""
+    """(mode, row stride): 0 one dense channel vector for every row; 1 dense and laid out like x; 2 scalar; 3 a
+    dense channel row per token row at a row stride (Wan's scale/shift chunks of one [L, 2C] tensor); None: the
+    2-D kernel."""
     sb, sl, sc, sf = layout
     if t.dim() == 0 or (t.dim() == 1 and t.numel() == 1):
-        return 2
+        return 2, 0
     rows_vary = (sb != 0 and B > 1) or (sl != 0 and L > 1)
     if not rows_vary and sc == 1:
-        return 0
+        return 0, 0
     if sc == 1 and sf == 1 and (L == 1 or sl == C) and (B == 1 or sb == L * C):
-        return 1  # element (b, l, c) sits at b*L*C + l*C + c, exactly where x's does
-    return None
+        return 1, C  # element (b, l, c) sits at b*L*C + l*C + c, exactly where x's does
+    if sc == 1 and sf == 1 and L > 1 and sl > 0 and (B == 1 or sb == L * sl):
+        return 3, sl  # element (b, l, c) at (b*L + l) * sl + c
+    return None, 0
+
+
+def _flat_config(numel: int):
+    """(elements per program, warps, streaming hints) of the flat kernel."""
+    return 1024, 4, True
 
 
 def _modulation_layout(t: torch.Tensor, B: int, L: int, C: int, name: str):
@@ -147,12 +163,14 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
         return out
     s_layout = _modulation_layout(scale, B, L, C, "scale")
     h_layout = _modulation_layout(shift, B, L, C, "shift")
-    s_mode, h_mode = _flat_mode(scale, s_layout, B, L, C), _flat_mode(shift, h_layout, B, L, C)
+    (s_mode, s_rs), (h_mode, h_rs) = _flat_mode(scale, s_layout, B, L, C), _flat_mode(shift, h_layout, B, L, C)
     if s_mode is not None and h_mode is not None:
-        # The common production forms: one flat stream, as torch.compile lays it out (1 K elements, 4 warps).
+        # The common production forms: one flat stream, as torch.compile lays it out.
         numel = n_rows * C
-        _launch_flat((cdiv(numel, 1024), 1, 1), (x, scale, shift, out), (numel,), (float(scale_constant),),
-                     (C, s_mode, h_mode, numel >= 2**31 - 1024, 1024), 4)
+        block, warps, hint = _flat_config(numel)
+        wide = max(numel, n_rows * s_rs, n_rows * h_rs) >= 2**31 - block  # int64 offsets past 2^31
+        _launch_flat((cdiv(numel, block), 1, 1), (x, scale, shift, out), (numel, s_rs, h_rs),
+                     (float(scale_constant),), (C, s_mode, h_mode, wide, block, hint), warps)
         return out
     sb, sl, sc, sf = s_layout
     hb, hl, hc, hf = h_layout

@@ -93,6 +93,47 @@ def _rope_split_kernel(
     tl.store(o1_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _rope_split_tok_kernel(
+    x_ptr, cos_ptr, sin_ptr, out_ptr,
+    S, sc_b, sc_h, sc_s, sc_i, ss_b, ss_h, ss_s, ss_i,
+    H: tl.constexpr, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_H: tl.constexpr, EVEN: tl.constexpr,
+):
+    """The split rotation over a (token, block of heads) grid: the token's batch and position are two scalar
+    divisions per program, where _rope_split_kernel divides every row index by H and S."""
+    bs = tl.program_id(0)
+    b = bs // S
+    s_idx = bs - b * S
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    i = tl.arange(0, BLOCK_HALF)
+    x_row = bs.to(tl.int64) * (H * 2 * HALF) + heads * (2 * HALF)
+    c_row = b.to(tl.int64) * sc_b + s_idx.to(tl.int64) * sc_s + heads * sc_h
+    s_row = b.to(tl.int64) * ss_b + s_idx.to(tl.int64) * ss_s + heads * ss_h
+    x1_ptrs = x_ptr + x_row[:, None] + i[None, :]
+    c_ptrs = cos_ptr + c_row[:, None] + i[None, :] * sc_i
+    s_ptrs = sin_ptr + s_row[:, None] + i[None, :] * ss_i
+    o1_ptrs = out_ptr + x_row[:, None] + i[None, :]
+    if EVEN:
+        x1 = tl.load(x1_ptrs).to(tl.float32)
+        x2 = tl.load(x1_ptrs + HALF).to(tl.float32)
+        c = tl.load(c_ptrs).to(tl.float32)
+        s = tl.load(s_ptrs).to(tl.float32)
+    else:
+        mask = (heads < H)[:, None] & (i < HALF)[None, :]
+        x1 = tl.load(x1_ptrs, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(x1_ptrs + HALF, mask=mask, other=0.0).to(tl.float32)
+        c = tl.load(c_ptrs, mask=mask, other=0.0).to(tl.float32)
+        s = tl.load(s_ptrs, mask=mask, other=0.0).to(tl.float32)
+    o1 = (_round_bf16(x1 * c) - x2 * s).to(out_ptr.dtype.element_ty)
+    o2 = (_round_bf16(x2 * c) + x1 * s).to(out_ptr.dtype.element_ty)
+    if EVEN:
+        tl.store(o1_ptrs, o1)
+        tl.store(o1_ptrs + HALF, o2)
+    else:
+        tl.store(o1_ptrs, o1, mask=mask)
+        tl.store(o1_ptrs + HALF, o2, mask=mask)
+
+
 def _block_rows(n_rows: int, row_width: int, per_program: int) -> int:
     # At most `per_program` elements, and rows split so that about 512 programs remain on small calls, which are
     # latency-bound and want every SM busy.
@@ -165,7 +206,8 @@ def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
 def _split_plan(x, cos, sin):
     """Drop-in for sglang's apply_ltx2_split_rotary_emb: per head, rotates (x[i], x[i + D/2]) by cos/sin[b, h, s, i].
 
-    x [B, S, H*D] contiguous; cos/sin [B, H, S, D/2] with any strides. Returns the launch plan (None: nothing to do).
+    x [B, S, H*D] contiguous; cos/sin [B, H, S, D/2] with any strides. Returns (plan, launcher), or None when there
+    is nothing to do.
     """
     batch, seq_len, inner_dim = x.shape
     cos_batch, num_heads, cos_seq_len, half_dim = cos.shape
@@ -179,13 +221,26 @@ def _split_plan(x, cos, sin):
     if n_rows == 0 or half_dim == 0:
         return None
     block_half = next_pow2(half_dim)
+    dtypes = (x.dtype, cos.dtype, sin.dtype, x.dtype)
+    layout = _split_layout(batch * seq_len, num_heads, block_half)
+    if layout is not None:
+        block_h, warps = layout
+        return Plan((batch * seq_len, cdiv(num_heads, block_h), 1), dtypes, (seq_len, *cos.stride(), *sin.stride()),
+                    (num_heads, half_dim, block_half, block_h, num_heads % block_h == 0 and half_dim == block_half),
+                    warps), _launch_split_tok
     # 2K-element tiles over 8 warps, as upstream's LTX-2 kernel (16 heads x 128): with 4K over 4 warps v1 was 10%
     # slower on the 1536-token rows (H200, results/h200.jsonl of 2b1068b).
     block_r = _block_rows(n_rows, 2 * block_half, 2048)
     tile = block_r * 2 * block_half
-    return Plan((cdiv(n_rows, block_r), 1, 1), (x.dtype, cos.dtype, sin.dtype, x.dtype),
+    return Plan((cdiv(n_rows, block_r), 1, 1), dtypes,
                 (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (half_dim, block_half, block_r),
-                8 if tile >= 2048 else 4)
+                8 if tile >= 2048 else 4), _launch_split
+
+
+def _split_layout(tokens: int, H: int, block_half: int):
+    """(heads per program, warps) of the (token, head block) grid, or None for the flat row grid."""
+    block_h = min(16, next_pow2(H))
+    return block_h, min(8, block_h)  # upstream's tile and warps
 
 
 def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
@@ -196,9 +251,10 @@ def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
         plan = _plans[key] = _split_plan(x, cos, sin)
     out = _check_out(out, x)
     if plan is not None:
-        _launch_split.run(plan, (x, cos, sin, out), ())
+        plan[1].run(plan[0], (x, cos, sin, out), ())
     return out
 
 
 _launch_pairs = LaunchCache(_rope_pairs_kernel)
 _launch_split = LaunchCache(_rope_split_kernel)
+_launch_split_tok = LaunchCache(_rope_split_tok_kernel)
