@@ -15,6 +15,14 @@ from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
 
 
 @triton.jit
+def _rstd(var, eps, FAST: tl.constexpr):
+    # 16-bit rows round far above rsqrt.approx's error (upstream uses it); fp32 rows take the correctly rounded one.
+    if FAST:
+        return tl.math.rsqrt(var + eps)
+    return tl.math.div_rn(1.0, tl.math.sqrt_rn(var + eps))
+
+
+@triton.jit
 def _row_norm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
     M, N, D1, D2,
@@ -22,12 +30,16 @@ def _row_norm_kernel(
     sym, syn,
     eps,
     IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HINT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HINT: tl.constexpr, EVEN: tl.constexpr, FAST: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
-    rmask = rows < M
-    cmask = cols < N
+    if EVEN:  # M % BLOCK_M == 0 and N == BLOCK_N: nothing to mask
+        rmask = tl.full([BLOCK_M], 1, tl.int1)
+        cmask = tl.full([BLOCK_N], 1, tl.int1)
+    else:
+        rmask = rows < M
+        cmask = cols < N
     mask = rmask[:, None] & cmask[None, :]
     if FLAT:
         xrow = rows * sx0
@@ -45,7 +57,7 @@ def _row_norm_kernel(
         mean = tl.sum(x, axis=1) / N
         xc = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(xc * xc, axis=1) / N
-    rstd = tl.math.div_rn(1.0, tl.math.sqrt_rn(var + eps))
+    rstd = _rstd(var, eps, FAST)
     y = xc * rstd[:, None]
     if HAS_W:
         w = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
@@ -55,6 +67,53 @@ def _row_norm_kernel(
         y = y + b[None, :]
     tl.store(y_ptr + rows[:, None] * sym + cols[None, :] * syn, y.to(y_ptr.dtype.element_ty), mask=mask,
              eviction_policy="evict_first" if HINT else "")
+
+
+@triton.jit
+def _row_norm_looped_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    M, N, sx0, sxn, sym, syn,
+    eps,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    BLOCK_M: tl.constexpr, R_BLOCK: tl.constexpr, FAST: tl.constexpr,
+):
+    """Wide rows in R_BLOCK-lane steps, three sweeps over the row (sum, centred squares, output): the row is read
+    from DRAM once and re-read from L1/L2 (evict-last until the last sweep). Far fewer registers per row than
+    holding it whole, so more rows are in flight per SM: torch.compile's LayerNorm is laid out this way."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    xrow = rows * sx0
+    lanes = tl.arange(0, R_BLOCK)
+    mean = tl.zeros([BLOCK_M], tl.float32)
+    if not IS_RMS:
+        acc = tl.zeros([BLOCK_M, R_BLOCK], tl.float32)
+        for off in tl.range(0, N, R_BLOCK):
+            cols = off + lanes
+            m = rmask[:, None] & (cols < N)[None, :]
+            acc += tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
+                           eviction_policy="evict_last").to(tl.float32)
+        mean = tl.sum(acc, axis=1) / N
+    acc = tl.zeros([BLOCK_M, R_BLOCK], tl.float32)
+    for off in tl.range(0, N, R_BLOCK):
+        cols = off + lanes
+        m = rmask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
+                    eviction_policy="evict_last").to(tl.float32)
+        xc = tl.where(m, x - mean[:, None], 0.0)
+        acc += xc * xc
+    rstd = _rstd(tl.sum(acc, axis=1) / N, eps, FAST)
+    for off in tl.range(0, N, R_BLOCK):
+        cols = off + lanes
+        cmask = cols < N
+        m = rmask[:, None] & cmask[None, :]
+        x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None]
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32)[None, :]
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32)[None, :]
+        tl.store(y_ptr + rows[:, None] * sym + cols[None, :] * syn, y.to(y_ptr.dtype.element_ty), mask=m)
 
 
 def _row_layout(x: torch.Tensor):
@@ -90,21 +149,28 @@ def _plan(x, w, b, y2d_strides, is_rms):
     if rows == 0 or N == 0:
         return None
     block_n = next_pow2(N)
-    block_m, num_warps, hint = _layout(rows, N, block_n)
-    dtypes = (x.dtype, (w if w is not None else x).dtype, (b if b is not None else x).dtype)
-    return Plan((cdiv(rows, block_m), 1, 1), dtypes + (x.dtype,),
+    block_m, num_warps, hint, r_block = _layout(rows, N, block_n)
+    dtypes = (x.dtype, (w if w is not None else x).dtype, (b if b is not None else x).dtype) + (x.dtype,)
+    fast = x.dtype != torch.float32
+    if r_block and flat:
+        return Plan((cdiv(rows, block_m), 1, 1), dtypes,
+                    (rows, N, s0, x.stride(-1), y2d_strides[0], y2d_strides[1]),
+                    (bool(is_rms), w is not None, b is not None, block_m, r_block, fast), num_warps), _launch_looped
+    even = rows % block_m == 0 and N == block_n
+    return Plan((cdiv(rows, block_m), 1, 1), dtypes,
                 (rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1]),
-                (bool(is_rms), w is not None, b is not None, flat, block_m, block_n, hint), num_warps)
+                (bool(is_rms), w is not None, b is not None, flat, block_m, block_n, hint, even, fast),
+                num_warps), _launch
 
 
 def _layout(rows: int, N: int, block_n: int):
-    """(rows per program, warps, streaming hints)."""
+    """(rows per program, warps, streaming hints, lanes per step of the looped kernel or 0 for whole rows)."""
     # Narrow rows (QK norm, D = 128) pack rows into a program of at most 2K elements (16 rows x 128, as upstream's
     # one-pass kernel does: 4K-element tiles halved occupancy and lost 3% on the 648720-row QK norm), and never so
     # many that fewer than about 512 programs remain: small calls are latency-bound and want every SM busy.
     block_m = max(1, min(2048 // block_n, next_pow2(cdiv(rows, 512))))
     tile = block_m * block_n
-    return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False
+    return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False, 0
 
 
 # Launch plans by input signature: a repeated call (the production case) skips the layout analysis.
@@ -118,7 +184,7 @@ def _norm(x, w, b, y2d_strides, y, eps, is_rms):
     if plan is None:
         plan = _plans[key] = _plan(x, w, b, y2d_strides, is_rms)
     if plan is not None:
-        _launch.run(plan, (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))
+        plan[1].run(plan[0], (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))
 
 
 def _check_vector(t, N, name):
@@ -154,3 +220,4 @@ def triton_one_pass_rms_norm(x, w, eps=1e-6, *, out=None):
 
 
 _launch = LaunchCache(_row_norm_kernel)
+_launch_looped = LaunchCache(_row_norm_looped_kernel)

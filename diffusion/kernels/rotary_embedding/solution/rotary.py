@@ -28,6 +28,15 @@ def _round_bf16(v):
 
 
 @triton.jit
+def _round(v, HW: tl.constexpr):
+    """fp32 -> bf16 -> fp32, nearest even: the GPU's conversion instruction, or integer ops under the interpreter
+    (whose bf16 conversion truncates)."""
+    if HW:
+        return v.to(tl.bfloat16).to(tl.float32)
+    return _round_bf16(v)
+
+
+@triton.jit
 def _rope_pairs_kernel(
     x_ptr, cos_ptr, sin_ptr, out_ptr,
     n_rows, H, T,
@@ -67,7 +76,7 @@ def _rope_split_kernel(
     x_ptr, cos_ptr, sin_ptr, out_ptr,
     n_rows, H, S,
     sc_b, sc_h, sc_s, sc_i, ss_b, ss_h, ss_s, ss_i,
-    HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_R: tl.constexpr,
+    HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_R: tl.constexpr, HW: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     rmask = rows < n_rows
@@ -86,8 +95,8 @@ def _rope_split_kernel(
     c = tl.load(cos_ptr + c_row[:, None] + i[None, :] * sc_i, mask=mask, other=0.0).to(tl.float32)
     s = tl.load(sin_ptr + s_row[:, None] + i[None, :] * ss_i, mask=mask, other=0.0).to(tl.float32)
 
-    o1 = _round_bf16(x1 * c) - x2 * s
-    o2 = _round_bf16(x2 * c) + x1 * s
+    o1 = _round(x1 * c, HW) - x2 * s
+    o2 = _round(x2 * c, HW) + x1 * s
     o1_ptrs = out_ptr + x_row[:, None] + i[None, :]
     tl.store(o1_ptrs, o1.to(out_ptr.dtype.element_ty), mask=mask)
     tl.store(o1_ptrs + HALF, o2.to(out_ptr.dtype.element_ty), mask=mask)
@@ -98,6 +107,7 @@ def _rope_split_tok_kernel(
     x_ptr, cos_ptr, sin_ptr, out_ptr,
     S, sc_b, sc_h, sc_s, sc_i, ss_b, ss_h, ss_s, ss_i,
     H: tl.constexpr, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_H: tl.constexpr, EVEN: tl.constexpr,
+    HW: tl.constexpr,
 ):
     """The split rotation over a (token, block of heads) grid: the token's batch and position are two scalar
     divisions per program, where _rope_split_kernel divides every row index by H and S."""
@@ -124,8 +134,8 @@ def _rope_split_tok_kernel(
         x2 = tl.load(x1_ptrs + HALF, mask=mask, other=0.0).to(tl.float32)
         c = tl.load(c_ptrs, mask=mask, other=0.0).to(tl.float32)
         s = tl.load(s_ptrs, mask=mask, other=0.0).to(tl.float32)
-    o1 = (_round_bf16(x1 * c) - x2 * s).to(out_ptr.dtype.element_ty)
-    o2 = (_round_bf16(x2 * c) + x1 * s).to(out_ptr.dtype.element_ty)
+    o1 = (_round(x1 * c, HW) - x2 * s).to(out_ptr.dtype.element_ty)
+    o2 = (_round(x2 * c, HW) + x1 * s).to(out_ptr.dtype.element_ty)
     if EVEN:
         tl.store(o1_ptrs, o1)
         tl.store(o1_ptrs + HALF, o2)
@@ -222,25 +232,29 @@ def _split_plan(x, cos, sin):
         return None
     block_half = next_pow2(half_dim)
     dtypes = (x.dtype, cos.dtype, sin.dtype, x.dtype)
+    hw = x.is_cuda
     layout = _split_layout(batch * seq_len, num_heads, block_half)
     if layout is not None:
         block_h, warps = layout
         return Plan((batch * seq_len, cdiv(num_heads, block_h), 1), dtypes, (seq_len, *cos.stride(), *sin.stride()),
-                    (num_heads, half_dim, block_half, block_h, num_heads % block_h == 0 and half_dim == block_half),
-                    warps), _launch_split_tok
+                    (num_heads, half_dim, block_half, block_h, num_heads % block_h == 0 and half_dim == block_half,
+                     hw), warps), _launch_split_tok
     # 2K-element tiles over 8 warps, as upstream's LTX-2 kernel (16 heads x 128): with 4K over 4 warps v1 was 10%
     # slower on the 1536-token rows (H200, results/h200.jsonl of 2b1068b).
     block_r = _block_rows(n_rows, 2 * block_half, 2048)
     tile = block_r * 2 * block_half
     return Plan((cdiv(n_rows, block_r), 1, 1), dtypes,
-                (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (half_dim, block_half, block_r),
+                (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (half_dim, block_half, block_r, hw),
                 8 if tile >= 2048 else 4), _launch_split
 
 
 def _split_layout(tokens: int, H: int, block_half: int):
     """(heads per program, warps) of the (token, head block) grid, or None for the flat row grid."""
-    block_h = min(16, next_pow2(H))
-    return block_h, min(8, block_h)  # upstream's tile and warps
+    if tokens * H * block_half > 1 << 22:
+        return None
+    block_h = min(32, next_pow2(H))
+    # 16 values per thread: one 16-byte vector of each bf16 half
+    return block_h, max(1, min(8, block_h * block_half // 256))
 
 
 def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
