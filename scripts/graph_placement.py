@@ -1,0 +1,93 @@
+"""Does where an arm's output lives change its graph_us? Times the candidate by CUDA-graph replay (the harness's
+GraphArm, N calls per replay) with its output preallocated outside the graph, as `kda bench` gives it, and
+allocated inside the captured region (the graph's private pool, where torch.compile's and eager's outputs land),
+next to the baseline and the torch.compile peer, interleaved per trial. A diagnostic for a profile or ledger entry;
+the numbers a campaign reports come from `kda bench`.
+
+    python3 scripts/graph_placement.py fuse_scale_shift --rows a,b --out placement.json
+"""
+import argparse
+import json
+import random
+import statistics
+import sys
+
+import torch
+
+from kda.harness.peers import peer_call
+from kda.harness.timing import Flusher, GraphArm
+from kda.task import Task
+from kda.vendor import load_entry_points, vendor_task
+from kda.workloads import build_inputs, refill_inputs
+
+
+def _arms(task, sol, upstream, row, inp, specs):
+    ad = task.adapter
+
+    def fresh():
+        return {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
+
+    out_c, out_b = fresh(), fresh()
+
+    def cand_pool():
+        out = fresh()  # inside the capture: the graph's private pool
+        ad.call_candidate(sol, row, inp, out)
+        return out
+
+    return {
+        "candidate": lambda: ad.call_candidate(sol, row, inp, out_c),
+        "candidate_pool": cand_pool,
+        "baseline": lambda: ad.call_baseline(upstream, row, inp, out_b),
+        "compile": peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile"),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("task")
+    ap.add_argument("--rows", required=True)
+    ap.add_argument("--trials", type=int, default=15)
+    ap.add_argument("--target-us", type=float, default=4000.0, help="N calls per replay: about this long")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    torch.set_grad_enabled(False)
+    task = Task.load(args.task)
+    sol = task.load_solution()
+    load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
+    upstream = {e.split(":")[1]: getattr(sys.modules[e.split(":")[0]], e.split(":")[1])
+                for e in task.cfg["task"]["entry_points"]}
+    flush = Flusher(False, 0)
+    rng = random.Random(0)
+    results = []
+    for rid in args.rows.split(","):
+        row = next(r for r in task.rows if r.id == rid)
+        inp = build_inputs(row, "cuda")
+        refill_inputs(row, inp, 12345)
+        specs = task.adapter.output_specs(row, inp)
+        arms = _arms(task, sol, upstream, row, inp, specs)
+        for call in arms.values():
+            call()
+        torch.cuda.synchronize()
+        one = GraphArm(arms["baseline"], 1)
+        n = max(1, min(1024, round(args.target_us / max(one.sample_us(flush), 1e-3))))
+        graphs = {name: GraphArm(call, n) for name, call in arms.items()}
+        samples = {name: [] for name in graphs}
+        for _ in range(args.trials):
+            order = list(graphs)
+            rng.shuffle(order)
+            for name in order:
+                samples[name].append(graphs[name].sample_us(flush))
+        med = {name: statistics.median(v) for name, v in samples.items() if None not in v}
+        errors = {name: g.error for name, g in graphs.items() if g.error}
+        results.append({"row": rid, "n": n, "graph_us_median": med, "samples": samples, "errors": errors})
+        print(f"{rid} (N={n}): " + " ".join(f"{k}={v:.1f}" for k, v in med.items())
+              + (f" errors={errors}" if errors else ""), flush=True)
+        del graphs, arms
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"task": args.task, "gpu": torch.cuda.get_device_name(), "rows": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
