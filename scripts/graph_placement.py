@@ -1,10 +1,12 @@
 """Does where an arm's output lives change its graph_us? Times the candidate by CUDA-graph replay (the harness's
 GraphArm, N calls per replay) with its output preallocated outside the graph, as `kda bench` gives it, and
 allocated inside the captured region (the graph's private pool, where torch.compile's and eager's outputs land),
-next to the baseline and the torch.compile peer, interleaved per trial. A diagnostic for a profile or ledger entry;
-the numbers a campaign reports come from `kda bench`.
+next to the baseline and the torch.compile peer, interleaved per trial. `--variants` adds the candidate under
+layout variants of scripts/layout_sweep.py, timed the same way (interleaved with the other arms, as in `kda bench`,
+where back-to-back replays of one arm in a sweep can rank them differently). A diagnostic for a profile or ledger
+entry; the numbers a campaign reports come from `kda bench`.
 
-    python3 scripts/graph_placement.py fuse_scale_shift --rows a,b --out placement.json
+    python3 scripts/graph_placement.py fuse_scale_shift --rows a,b [--variants v1,v2] --out placement.json
 """
 import argparse
 import json
@@ -19,9 +21,31 @@ from kda.harness.timing import Flusher, GraphArm
 from kda.task import Task
 from kda.vendor import load_entry_points, vendor_task
 from kda.workloads import build_inputs, refill_inputs
+from layout_sweep import VARIANTS, _target  # scripts/ is on sys.path when this file runs
 
 
-def _arms(task, sol, upstream, row, inp, specs):
+def _patched(call, module, patch):
+    """`call` with the variant's attributes swapped in for its duration (plans cleared before and after)."""
+    targets = [(_target(module, k), v) for k, v in patch.items()]
+    mods = {module} | {m for (m, _), _ in targets}
+
+    def run():
+        saved = [((m, a), getattr(m, a)) for (m, a), _ in targets]
+        for (m, a), v in targets:
+            setattr(m, a, v)
+        for m in mods:
+            getattr(m, "_plans", {}).clear()
+        try:
+            return call()
+        finally:
+            for (m, a), v in saved:
+                setattr(m, a, v)
+            for m in mods:
+                getattr(m, "_plans", {}).clear()
+    return run
+
+
+def _arms(task, sol, upstream, row, inp, specs, variants):
     ad = task.adapter
 
     def fresh():
@@ -34,12 +58,17 @@ def _arms(task, sol, upstream, row, inp, specs):
         ad.call_candidate(sol, row, inp, out)
         return out
 
-    return {
+    arms = {
         "candidate": lambda: ad.call_candidate(sol, row, inp, out_c),
         "candidate_pool": cand_pool,
         "baseline": lambda: ad.call_baseline(upstream, row, inp, out_b),
         "compile": peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile"),
     }
+    module, patches = variants
+    for name, patch in patches.items():
+        out_v = fresh()
+        arms[f"v:{name}"] = _patched(lambda o=out_v: ad.call_candidate(sol, row, inp, o), module, patch)
+    return arms
 
 
 def main(argv=None):
@@ -48,6 +77,7 @@ def main(argv=None):
     ap.add_argument("--rows", required=True)
     ap.add_argument("--trials", type=int, default=15)
     ap.add_argument("--target-us", type=float, default=4000.0, help="N calls per replay: about this long")
+    ap.add_argument("--variants", default="", help="comma-separated layout_sweep variant names")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
@@ -56,6 +86,8 @@ def main(argv=None):
     load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
     upstream = {e.split(":")[1]: getattr(sys.modules[e.split(":")[0]], e.split(":")[1])
                 for e in task.cfg["task"]["entry_points"]}
+    module, patches = VARIANTS[args.task]() if args.variants else (None, {})
+    chosen = (module, {k: patches[k] for k in args.variants.split(",") if k})
     flush = Flusher(False, 0)
     rng = random.Random(0)
     results = []
@@ -64,7 +96,7 @@ def main(argv=None):
         inp = build_inputs(row, "cuda")
         refill_inputs(row, inp, 12345)
         specs = task.adapter.output_specs(row, inp)
-        arms = _arms(task, sol, upstream, row, inp, specs)
+        arms = _arms(task, sol, upstream, row, inp, specs, chosen)
         for call in arms.values():
             call()
         torch.cuda.synchronize()

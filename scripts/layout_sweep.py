@@ -64,7 +64,7 @@ def _fuse_scale_shift_layouts():
     for block in (512, 1024, 2048, 4096):
         for warps in (4, 8):
             for hint in (True, False):
-                if block // (32 * warps) >= 4:  # at least one 8-byte vector per thread
+                if block // (32 * warps) >= 2:  # down to torch.compile's 2 elements per thread
                     out[f"flat_{block}_w{warps}{'_h' if hint else ''}"] = {
                         (flat, "_flat_config"): (lambda c=(block, warps, hint): (lambda numel: c))()}
     out["two_d"] = {(flat, "_flat_mode"): lambda t, layout, B, L, C: (None, 0)}
@@ -73,16 +73,17 @@ def _fuse_scale_shift_layouts():
 
 
 def _norm_infer_layouts():
-    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows."""
+    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows held whole, and
+    the looped kernel's step and warps."""
     m = _solution_module("norm_infer", "norm")
     default = m._layout
     out = {}
 
     def narrow(bm, w):
-        return lambda rows, N, block_n: (bm, w, False) if block_n <= 256 else default(rows, N, block_n)
+        return lambda rows, N, block_n: (bm, w, False, 0) if block_n <= 256 else default(rows, N, block_n)
 
-    def wide(w, hint):
-        return lambda rows, N, block_n: (1, w, hint) if block_n > 256 else default(rows, N, block_n)
+    def wide(w, hint, r_block=0):
+        return lambda rows, N, block_n: (1, w, hint, r_block) if block_n > 256 else default(rows, N, block_n)
 
     for bm in (4, 8, 16, 32):
         for w in (1, 2, 4, 8):
@@ -91,6 +92,10 @@ def _norm_infer_layouts():
     for w in (4, 8, 16):
         for hint in (False, True):
             out[f"wide_w{w}{'_h' if hint else ''}"] = {"_layout": wide(w, hint)}
+    for r in (1024, 2048, 4096):
+        for w in (4, 8, 16):
+            if r // (32 * w) >= 4:
+                out[f"loop_r{r}_w{w}"] = {"_layout": wide(w, False, r)}
     out["default"] = {}
     return m, out
 

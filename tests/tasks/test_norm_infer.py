@@ -1,6 +1,8 @@
 """norm_infer task folder: both entry points among the production rows, and the oracle against PyTorch's own
 norms. Checks every task shares: tests/test_task_folders.py; the CPU gate: tests/test_cpu_gate.py."""
 
+import textwrap
+
 import torch
 import torch.nn.functional as F
 
@@ -44,3 +46,37 @@ def test_oracle_rms_norms_match_torch():
     torch.testing.assert_close(got, F.rms_norm(x.float(), (128,), w.float(), float(rms.scalars["eps"])),
                                atol=1e-5, rtol=1e-5)
 
+
+
+_LOOPED_PROBE = textwrap.dedent("""
+    import torch
+    from kda.task import Task
+    sol = Task.load("norm_infer").load_solution()
+    m = __import__(sol.__name__ + ".norm", fromlist=["_layout"])
+    g = torch.Generator().manual_seed(3)
+    for r_block, block_m in ((64, 1), (32, 4)):
+        m._layout = lambda rows, N, block_n, c=(block_m, 2, False, r_block): c
+        m._plans.clear()
+        for N, dtype, rms in ((200, torch.float32, False), (96, torch.bfloat16, True), (130, torch.float16, False)):
+            x = (torch.randn(7, N, generator=g) * 3 + 1).to(dtype)
+            w = torch.randn(N, generator=g).to(dtype)
+            b = None if rms else torch.randn(N, generator=g).to(dtype)
+            out = torch.full_like(x, float("nan"))
+            sol.norm_infer(x, w, b, 1e-6, is_rms_norm=rms, out=out)
+            assert next(iter(m._plans.values()))[1] is m._launch_looped, "the looped kernel did not run"
+            xf = x.double()
+            if rms:
+                ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+            else:
+                ref = torch.nn.functional.layer_norm(xf, (N,), w.double(), b.double(), 1e-6)
+            tol = 1e-5 if dtype == torch.float32 else 2e-2
+            err = (out.double() - ref).abs()
+            assert bool((err <= tol + tol * ref.abs()).all()), (r_block, N, dtype, float(err.max()))
+            m._plans.clear()
+    print("ok")
+""")
+
+
+def test_looped_kernel_matches_layer_and_rms_norm(interpreted):
+    """The looped wide-row kernel (three sweeps in steps of R lanes), forced on small rows with a ragged last step."""
+    interpreted(_LOOPED_PROBE)

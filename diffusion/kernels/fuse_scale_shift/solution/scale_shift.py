@@ -84,13 +84,16 @@ def _operand(ptr, offs, col, rs, mask, MODE: tl.constexpr, C: tl.constexpr, HINT
 def _scale_shift_flat_kernel(
     x_ptr, scale_ptr, shift_ptr, y_ptr, numel, scale_rs, shift_rs, scale_constant,
     C: tl.constexpr, SCALE_MODE: tl.constexpr, SHIFT_MODE: tl.constexpr, WIDE: tl.constexpr, BLOCK: tl.constexpr,
-    HINT: tl.constexpr,
+    HINT: tl.constexpr, EVEN: tl.constexpr,
 ):
     """x contiguous; each operand is one channel vector (MODE 0), laid out like x (1), a scalar (2) or one dense
     row of C per token row at a row stride (3: a chunk of a wider [rows, k*C] tensor)."""
     start = tl.program_id(0).to(tl.int64) * BLOCK if WIDE else tl.program_id(0) * BLOCK
     offs = start + tl.arange(0, BLOCK)
-    mask = offs < numel
+    if EVEN:  # numel a multiple of BLOCK: no masks, as torch.compile's kernels when they divide evenly
+        mask = tl.full([BLOCK], 1, tl.int1)
+    else:
+        mask = offs < numel
     col = offs % C  # C is a compile-time constant: a multiply-shift, not a division
     x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first" if HINT else "").to(tl.float32)
     s = _operand(scale_ptr, offs, col, scale_rs, mask, SCALE_MODE, C, HINT)
@@ -175,7 +178,7 @@ def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, bl
         block, warps, hint = _flat_config(numel)
         wide = max(numel, n_rows * s_rs, n_rows * h_rs) >= 2**31 - block  # int64 offsets past 2^31
         _launch_flat((cdiv(numel, block), 1, 1), (x, scale, shift, out), (numel, s_rs, h_rs),
-                     (float(scale_constant),), (C, s_mode, h_mode, wide, block, hint), warps)
+                     (float(scale_constant),), (C, s_mode, h_mode, wide, block, hint, numel % block == 0), warps)
         return out
     sb, sl, sc, sf = s_layout
     hb, hl, hc, hf = h_layout

@@ -3,7 +3,7 @@
 A program normalises BLOCK_M whole rows held in registers: rows are read once, the mean and the centred variance
 come from the registers (two passes over registers, one over memory), and y is written once. Narrow rows (the
 D = 128 QK norm) pack many rows per program so each thread still moves 16-byte vectors; wide rows (Helios 5120)
-take one row per program at 8 warps. Statistics and the normalisation are fp32; 1/sqrt is correctly rounded for
+go through a looped kernel laid out as torch.compile's (see _layout). Statistics and the normalisation are fp32; 1/sqrt is correctly rounded for
 fp32 rows and rsqrt for 16-bit ones (as upstream), and tiles that need no mask (M a multiple of the rows per
 program, N a power of two) carry none.
 Any strides of x are handled in the kernel (upstream copies a non-contiguous x first; torch ops are not allowed on
@@ -71,6 +71,55 @@ def _row_norm_kernel(
              eviction_policy="evict_first" if HINT else "")
 
 
+@triton.jit
+def _row_norm_looped_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    M, N, sx0, sxn, sym, syn,
+    eps,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    BLOCK_M: tl.constexpr, R_BLOCK: tl.constexpr, FAST: tl.constexpr,
+):
+    """Wide rows in R_BLOCK-lane steps, three sweeps over the row (sum, centred squares, output), as torch.compile
+    lays out a LayerNorm: the row is read from DRAM once and re-read from L1/L2 (evict-last until the last sweep),
+    and a thread keeps R_BLOCK / threads values instead of the whole row's share, so more rows are in flight per
+    SM (Nsight Compute, helios_ln_m8640: torch.compile's kernel at 32 registers and 93% occupancy, the in-register
+    one at 80 and 35%)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    xrow = rows * sx0
+    lanes = tl.arange(0, R_BLOCK)
+    mean = tl.zeros([BLOCK_M], tl.float32)
+    if not IS_RMS:
+        acc = tl.zeros([BLOCK_M, R_BLOCK], tl.float32)
+        for off in tl.range(0, N, R_BLOCK):
+            cols = off + lanes
+            m = rmask[:, None] & (cols < N)[None, :]
+            acc += tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
+                           eviction_policy="evict_last").to(tl.float32)
+        mean = tl.sum(acc, axis=1) / N
+    acc = tl.zeros([BLOCK_M, R_BLOCK], tl.float32)
+    for off in tl.range(0, N, R_BLOCK):
+        cols = off + lanes
+        m = rmask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
+                    eviction_policy="evict_last").to(tl.float32)
+        xc = tl.where(m, x - mean[:, None], 0.0)
+        acc += xc * xc
+    rstd = _rstd(tl.sum(acc, axis=1) / N, eps, FAST)
+    for off in tl.range(0, N, R_BLOCK):
+        cols = off + lanes
+        cmask = cols < N
+        m = rmask[:, None] & cmask[None, :]
+        x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        y = (x - mean[:, None]) * rstd[:, None]
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32)[None, :]
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32)[None, :]
+        tl.store(y_ptr + rows[:, None] * sym + cols[None, :] * syn, y.to(y_ptr.dtype.element_ty), mask=m)
+
+
 def _row_layout(x: torch.Tensor):
     """(rows, D1, D2, sx0, sx1, sx2, flat) for x [..., N]: the leading dims as at most three strided dims."""
     lead = [(n, s) for n, s in zip(x.shape[:-1], x.stride()[:-1]) if n != 1]
@@ -104,30 +153,33 @@ def _plan(x, w, b, y2d_strides, is_rms):
     if rows == 0 or N == 0:
         return None
     block_n = next_pow2(N)
-    block_m, num_warps, hint = _layout(rows, N, block_n)
+    block_m, num_warps, hint, r_block = _layout(rows, N, block_n)
     dtypes = (x.dtype, (w if w is not None else x).dtype, (b if b is not None else x).dtype) + (x.dtype,)
     fast = x.dtype != torch.float32
+    if r_block and flat:
+        return Plan((cdiv(rows, block_m), 1, 1), dtypes,
+                    (rows, N, s0, x.stride(-1), y2d_strides[0], y2d_strides[1]),
+                    (bool(is_rms), w is not None, b is not None, block_m, r_block, fast), num_warps), _launch_looped
     even = rows % block_m == 0 and N == block_n
     return Plan((cdiv(rows, block_m), 1, 1), dtypes,
                 (rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1]),
                 (bool(is_rms), w is not None, b is not None, flat, block_m, block_n, hint, even, fast),
-                num_warps)
+                num_warps), _launch
 
 
 def _layout(rows: int, N: int, block_n: int):
-    """(rows per program, warps, streaming hints)."""
+    """(rows per program, warps, streaming hints, lanes per step of the looped kernel or 0 for whole rows)."""
     if block_n >= 4096:
-        # Wide rows (Helios, 5120 fp32): one row per program at 8 warps with evict-first x and y, the best of the
-        # H200 sweeps (layout-sweep/d96a417.json, de405f1.json: 88-89 against 90-91 us at 16 warps without hints
-        # on the 8640-row call). A looped kernel in torch.compile's layout (three sweeps of the row in 512-2048-lane
-        # steps, re-read from L1/L2; de405f1) took 93-183 us there and was dropped.
-        return 1, 8, True
+        # Wide rows (Helios, 5120 fp32): the looped kernel at torch.compile's launch (one row, 16 warps, 2048-lane
+        # steps; its Nsight Compute profile). Held whole, the row's best was 8 warps with evict-first x and y
+        # (layout-sweep/d96a417.json, de405f1.json: 88-89 us on the 8640-row call).
+        return 1, 16, False, 2048
     # Narrow rows (QK norm, D = 128) pack rows into a program of at most 2K elements (16 rows x 128, as upstream's
     # one-pass kernel does: 4K-element tiles halved occupancy and lost 3% on the 648720-row QK norm), and never so
     # many that fewer than about 512 programs remain: small calls are latency-bound and want every SM busy.
     block_m = max(1, min(2048 // block_n, next_pow2(cdiv(rows, 512))))
     tile = block_m * block_n
-    return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False
+    return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False, 0
 
 
 # Launch plans by input signature: a repeated call (the production case) skips the layout analysis.
@@ -141,7 +193,7 @@ def _norm(x, w, b, y2d_strides, y, eps, is_rms):
     if plan is None:
         plan = _plans[key] = _plan(x, w, b, y2d_strides, is_rms)
     if plan is not None:
-        _launch.run(plan, (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))
+        plan[1].run(plan[0], (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))
 
 
 def _check_vector(t, N, name):
@@ -177,3 +229,4 @@ def triton_one_pass_rms_norm(x, w, eps=1e-6, *, out=None):
 
 
 _launch = LaunchCache(_row_norm_kernel)
+_launch_looped = LaunchCache(_row_norm_looped_kernel)
