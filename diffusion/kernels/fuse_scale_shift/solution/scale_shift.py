@@ -120,13 +120,15 @@ def _flat_mode(t: torch.Tensor, layout, B: int, L: int, C: int):
 
 
 def _flat_config(numel: int):
-    """(elements per program, warps, streaming hints) of the flat kernel. H200 sweep (layout-sweep/d96a417.json,
-    graph_us): calls under 1M elements (Qwen text and HunyuanVideo's 55-token rows, L2-resident) take 4 elements
-    per thread, 1.6-1.7 against 1.8-1.9 us; larger ones keep 8 per thread with streaming hints (at 8 warps the
-    HunyuanVideo row took 90 against 80 us)."""
+    """(elements per program, warps, streaming hints) of the flat kernel. Calls under 1M elements (Qwen text and
+    HunyuanVideo's 55-token rows, L2-resident) take 4 elements per thread: 1.6-1.7 against 1.8-1.9 us
+    (layout-sweep/d96a417.json). Larger ones take 8 per thread and no eviction hints: timed as `kda bench` times
+    them, interleaved with the other arms (graph-placement/b8f561c.json), evict-first x and y cost 3-6% on every
+    large row (wan_t2v_s37800 279 against 267 us, torch.compile 267), though back-to-back sweeps of one variant had
+    ranked them even."""
     if numel < 1 << 20:
         return 1024, 8, False
-    return 1024, 4, True
+    return 1024, 4, False
 
 
 def _modulation_layout(t: torch.Tensor, B: int, L: int, C: int, name: str):

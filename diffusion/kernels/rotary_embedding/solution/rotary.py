@@ -109,11 +109,11 @@ def _rope_split_tok_kernel(
     H: tl.constexpr, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_H: tl.constexpr, EVEN: tl.constexpr,
     HW: tl.constexpr,
 ):
-    """The split rotation over a (token, block of heads) grid: the token's batch and position are two scalar
-    divisions per program, where _rope_split_kernel divides every row index by H and S."""
-    bs = tl.program_id(0)
-    b = bs // S
-    s_idx = bs - b * S
+    """The split rotation over a (position, block of heads, batch) grid: no division on the way to an address (the
+    row grid divides every row index by H and S), which on the small L2-resident calls is the latency to beat."""
+    s_idx = tl.program_id(0)
+    b = tl.program_id(2)
+    bs = b * S + s_idx
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     i = tl.arange(0, BLOCK_HALF)
     x_row = bs.to(tl.int64) * (H * 2 * HALF) + heads * (2 * HALF)
@@ -236,7 +236,7 @@ def _split_plan(x, cos, sin):
     layout = _split_layout(batch * seq_len, num_heads, block_half)
     if layout is not None:
         block_h, warps = layout
-        return Plan((batch * seq_len, cdiv(num_heads, block_h), 1), dtypes, (seq_len, *cos.stride(), *sin.stride()),
+        return Plan((seq_len, cdiv(num_heads, block_h), batch), dtypes, (seq_len, *cos.stride(), *sin.stride()),
                     (num_heads, half_dim, block_half, block_h, num_heads % block_h == 0 and half_dim == block_half,
                      hw), warps), _launch_split_tok
     # 2K-element tiles over 8 warps, as upstream's LTX-2 kernel (16 heads x 128): with 4K over 4 warps v1 was 10%
