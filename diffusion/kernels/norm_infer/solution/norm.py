@@ -3,7 +3,7 @@
 A program normalises BLOCK_M whole rows held in registers: rows are read once, the mean and the centred variance
 come from the registers (two passes over registers, one over memory), and y is written once. Narrow rows (the
 D = 128 QK norm) pack many rows per program so each thread still moves 16-byte vectors; wide rows (Helios 5120)
-go through a looped kernel laid out as torch.compile's (see _layout). Statistics and the normalisation are fp32; 1/sqrt is correctly rounded for
+are held as unpadded chunks (see _row_norm_chunked_kernel). Statistics and the normalisation are fp32; 1/sqrt is correctly rounded for
 fp32 rows and rsqrt for 16-bit ones (as upstream), and tiles that need no mask (M a multiple of the rows per
 program, N a power of two) carry none.
 Any strides of x are handled in the kernel (upstream copies a non-contiguous x first; torch ops are not allowed on
@@ -72,53 +72,117 @@ def _row_norm_kernel(
 
 
 @triton.jit
-def _row_norm_looped_kernel(
+def _ld(xo, sxn, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr):
+    cols = j * C + tl.arange(0, C)
+    if MASKED:
+        return tl.load(xo + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)
+    return tl.load(xo + cols * sxn).to(tl.float32)
+
+
+@triton.jit
+def _centred(v, mean, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr):
+    if MASKED:
+        cols = j * C + tl.arange(0, C)
+        return tl.where(cols < N, v - mean, 0.0)
+    return v - mean
+
+
+@triton.jit
+def _st(yo, v, mean, rstd, w_ptr, b_ptr, syn, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr,
+        HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    cols = j * C + tl.arange(0, C)
+    y = (v - mean) * rstd
+    if MASKED:
+        cmask = cols < N
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+        tl.store(yo + cols * syn, y.to(yo.dtype.element_ty), mask=cmask)
+    else:
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols).to(tl.float32)
+        tl.store(yo + cols * syn, y.to(yo.dtype.element_ty))
+
+
+@triton.jit
+def _row_norm_chunked_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
-    M, N, sx0, sxn, sym, syn,
+    N, sx0, sxn, sym, syn,
     eps,
     IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-    BLOCK_M: tl.constexpr, R_BLOCK: tl.constexpr, FAST: tl.constexpr,
+    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, FAST: tl.constexpr,
 ):
-    """Wide rows in R_BLOCK-lane steps, three sweeps over the row (sum, centred squares, output), as torch.compile
-    lays out a LayerNorm: the row is read from DRAM once and re-read from L1/L2 (evict-last until the last sweep),
-    and a thread keeps R_BLOCK / threads values instead of the whole row's share, so more rows are in flight per
-    SM. Loops are not software-pipelined (num_stages=1, as Inductor's reductions): at Triton's default the loads
-    went through shared memory and the kernel took 104 against torch.compile's 86 us (Nsight Compute, helios_ln_m8640: torch.compile's kernel at 32 registers and 93% occupancy, the in-register
-    one at 80 and 35%)."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rmask = rows < M
-    xrow = rows * sx0
-    lanes = tl.arange(0, R_BLOCK)
-    mean = tl.zeros([BLOCK_M], tl.float32)
+    """One wide row per program, held in registers as K <= 5 chunks of C lanes (5120 = 5 x 1024) instead of one
+    power-of-two block (8192 lanes for 5120, 37.5% of them masked): fewer registers per thread, so more rows in
+    flight per SM. Only the last chunk can be masked (TAIL)."""
+    M0: tl.constexpr = TAIL and K == 1
+    M1: tl.constexpr = TAIL and K == 2
+    M2: tl.constexpr = TAIL and K == 3
+    M3: tl.constexpr = TAIL and K == 4
+    M4: tl.constexpr = TAIL and K == 5
+    row = tl.program_id(0).to(tl.int64)
+    xo = x_ptr + row * sx0
+    yo = y_ptr + row * sym
+    v0 = _ld(xo, sxn, 0, N, C, M0)
+    if K > 1:
+        v1 = _ld(xo, sxn, 1, N, C, M1)
+    if K > 2:
+        v2 = _ld(xo, sxn, 2, N, C, M2)
+    if K > 3:
+        v3 = _ld(xo, sxn, 3, N, C, M3)
+    if K > 4:
+        v4 = _ld(xo, sxn, 4, N, C, M4)
+    mean = 0.0
     if not IS_RMS:
-        acc = tl.zeros([BLOCK_M, R_BLOCK], tl.float32)
-        for off in tl.range(0, N, R_BLOCK, num_stages=1):
-            cols = off + lanes
-            m = rmask[:, None] & (cols < N)[None, :]
-            acc += tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
-                           eviction_policy="evict_last").to(tl.float32)
-        mean = tl.sum(acc, axis=1) / N
-    acc = tl.zeros([BLOCK_M, R_BLOCK], tl.float32)
-    for off in tl.range(0, N, R_BLOCK, num_stages=1):
-        cols = off + lanes
-        m = rmask[:, None] & (cols < N)[None, :]
-        x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
-                    eviction_policy="evict_last").to(tl.float32)
-        xc = tl.where(m, x - mean[:, None], 0.0)
-        acc += xc * xc
-    rstd = _rstd(tl.sum(acc, axis=1) / N, eps, FAST)
-    for off in tl.range(0, N, R_BLOCK, num_stages=1):
-        cols = off + lanes
-        cmask = cols < N
-        m = rmask[:, None] & cmask[None, :]
-        x = tl.load(x_ptr + xrow[:, None] + cols[None, :] * sxn, mask=m, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        y = (x - mean[:, None]) * rstd[:, None]
-        if HAS_W:
-            y = y * tl.load(w_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32)[None, :]
-        if HAS_B:
-            y = y + tl.load(b_ptr + cols, mask=cmask, other=0.0, eviction_policy="evict_last").to(tl.float32)[None, :]
-        tl.store(y_ptr + rows[:, None] * sym + cols[None, :] * syn, y.to(y_ptr.dtype.element_ty), mask=m)
+        t = v0
+        if K > 1:
+            t += v1
+        if K > 2:
+            t += v2
+        if K > 3:
+            t += v3
+        if K > 4:
+            t += v4
+        mean = tl.sum(t, axis=0) / N
+    c = _centred(v0, mean, 0, N, C, M0)
+    q = c * c
+    if K > 1:
+        c = _centred(v1, mean, 1, N, C, M1)
+        q += c * c
+    if K > 2:
+        c = _centred(v2, mean, 2, N, C, M2)
+        q += c * c
+    if K > 3:
+        c = _centred(v3, mean, 3, N, C, M3)
+        q += c * c
+    if K > 4:
+        c = _centred(v4, mean, 4, N, C, M4)
+        q += c * c
+    rstd = _rstd(tl.sum(q, axis=0) / N, eps, FAST)
+    _st(yo, v0, mean, rstd, w_ptr, b_ptr, syn, 0, N, C, M0, HAS_W, HAS_B)
+    if K > 1:
+        _st(yo, v1, mean, rstd, w_ptr, b_ptr, syn, 1, N, C, M1, HAS_W, HAS_B)
+    if K > 2:
+        _st(yo, v2, mean, rstd, w_ptr, b_ptr, syn, 2, N, C, M2, HAS_W, HAS_B)
+    if K > 3:
+        _st(yo, v3, mean, rstd, w_ptr, b_ptr, syn, 3, N, C, M3, HAS_W, HAS_B)
+    if K > 4:
+        _st(yo, v4, mean, rstd, w_ptr, b_ptr, syn, 4, N, C, M4, HAS_W, HAS_B)
+
+
+def _chunks(N: int):
+    """(C, K): K <= 5 chunks of C lanes (a power of two, 256 or more) covering N with the least padding."""
+    best = None
+    c = 256
+    while c <= 16384:
+        k = cdiv(N, c)
+        if k <= 5 and (best is None or (k * c - N, -c) < best[0]):
+            best = ((k * c - N, -c), c, k)
+        c *= 2
+    return best[1], best[2]
 
 
 def _row_layout(x: torch.Tensor):
@@ -154,13 +218,13 @@ def _plan(x, w, b, y2d_strides, is_rms):
     if rows == 0 or N == 0:
         return None
     block_n = next_pow2(N)
-    block_m, num_warps, hint, r_block = _layout(rows, N, block_n)
+    block_m, num_warps, hint, chunked = _layout(rows, N, block_n)
     dtypes = (x.dtype, (w if w is not None else x).dtype, (b if b is not None else x).dtype) + (x.dtype,)
     fast = x.dtype != torch.float32
-    if r_block and flat:
-        return Plan((cdiv(rows, block_m), 1, 1), dtypes,
-                    (rows, N, s0, x.stride(-1), y2d_strides[0], y2d_strides[1]),
-                    (bool(is_rms), w is not None, b is not None, block_m, r_block, fast), num_warps), _launch_looped
+    if chunked and flat:
+        C, K = _chunks(N)
+        return Plan((rows, 1, 1), dtypes, (N, s0, x.stride(-1), y2d_strides[0], y2d_strides[1]),
+                    (bool(is_rms), w is not None, b is not None, C, K, K * C != N, fast), num_warps), _launch_chunked
     even = rows % block_m == 0 and N == block_n
     return Plan((cdiv(rows, block_m), 1, 1), dtypes,
                 (rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1]),
@@ -169,12 +233,11 @@ def _plan(x, w, b, y2d_strides, is_rms):
 
 
 def _layout(rows: int, N: int, block_n: int):
-    """(rows per program, warps, streaming hints, lanes per step of the looped kernel or 0 for whole rows)."""
+    """(rows per program, warps, streaming hints, chunked: 1 for one row in K chunks of C lanes, 0 for a
+    power-of-two tile of rows)."""
     if block_n >= 4096:
-        # Wide rows (Helios, 5120 fp32): the looped kernel at torch.compile's launch (one row, 16 warps, 2048-lane
-        # steps; its Nsight Compute profile). Held whole, the row's best was 8 warps with evict-first x and y
-        # (layout-sweep/d96a417.json, de405f1.json: 88-89 us on the 8640-row call).
-        return 1, 16, False, 2048
+        # Wide rows (Helios, 5120 fp32): one row per program in unpadded chunks (see _row_norm_chunked_kernel).
+        return 1, 8, False, 1
     # Narrow rows (QK norm, D = 128) pack rows into a program of at most 2K elements (16 rows x 128, as upstream's
     # one-pass kernel does: 4K-element tiles halved occupancy and lost 3% on the 648720-row QK norm), and never so
     # many that fewer than about 512 programs remain: small calls are latency-bound and want every SM busy.
@@ -230,4 +293,4 @@ def triton_one_pass_rms_norm(x, w, eps=1e-6, *, out=None):
 
 
 _launch = LaunchCache(_row_norm_kernel)
-_launch_looped = LaunchCache(_row_norm_looped_kernel)
+_launch_chunked = LaunchCache(_row_norm_chunked_kernel)
