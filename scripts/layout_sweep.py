@@ -73,17 +73,16 @@ def _fuse_scale_shift_layouts():
 
 
 def _norm_infer_layouts():
-    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows held as one
-    power-of-two block, and warps of wide rows held as unpadded chunks."""
+    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows."""
     m = _solution_module("norm_infer", "norm")
     default = m._layout
     out = {}
 
     def narrow(bm, w):
-        return lambda rows, N, block_n: (bm, w, False, 0) if block_n <= 256 else default(rows, N, block_n)
+        return lambda rows, N, block_n: (bm, w, False) if block_n <= 256 else default(rows, N, block_n)
 
-    def wide(w, hint, chunked=0):
-        return lambda rows, N, block_n: (1, w, hint, chunked) if block_n > 256 else default(rows, N, block_n)
+    def wide(w, hint):
+        return lambda rows, N, block_n: (1, w, hint) if block_n > 256 else default(rows, N, block_n)
 
     for bm in (4, 8, 16, 32):
         for w in (1, 2, 4, 8):
@@ -92,8 +91,6 @@ def _norm_infer_layouts():
     for w in (4, 8, 16):
         for hint in (False, True):
             out[f"wide_w{w}{'_h' if hint else ''}"] = {"_layout": wide(w, hint)}
-    for w in (4, 8, 16):
-        out[f"chunked_w{w}"] = {"_layout": wide(w, False, 1)}
     out["default"] = {}
     return m, out
 
