@@ -12,16 +12,13 @@ import argparse
 import json
 import random
 import statistics
-import sys
 
 import torch
 
 from kda.harness.peers import peer_call
 from kda.harness.timing import Flusher, GraphArm
 from kda.task import Task
-from kda.vendor import load_entry_points, vendor_task
-from kda.workloads import build_inputs, refill_inputs
-from layout_sweep import VARIANTS, _target  # scripts/ is on sys.path when this file runs
+from layout_sweep import VARIANTS, _target, row_inputs, upstream_entry_points  # scripts/ is on sys.path here
 
 
 def _patched(call, module, patch):
@@ -83,18 +80,14 @@ def main(argv=None):
     torch.set_grad_enabled(False)
     task = Task.load(args.task)
     sol = task.load_solution()
-    load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
-    upstream = {e.split(":")[1]: getattr(sys.modules[e.split(":")[0]], e.split(":")[1])
-                for e in task.cfg["task"]["entry_points"]}
+    upstream = upstream_entry_points(task)
     module, patches = VARIANTS[args.task]() if args.variants else (None, {})
     chosen = (module, {k: patches[k] for k in args.variants.split(",") if k})
     flush = Flusher(False, 0)
     rng = random.Random(0)
     results = []
     for rid in args.rows.split(","):
-        row = next(r for r in task.rows if r.id == rid)
-        inp = build_inputs(row, "cuda")
-        refill_inputs(row, inp, 12345)
+        row, inp = row_inputs(task, rid)
         specs = task.adapter.output_specs(row, inp)
         arms = _arms(task, sol, upstream, row, inp, specs, chosen)
         for call in arms.values():

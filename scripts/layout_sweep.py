@@ -133,6 +133,22 @@ VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _fuse_
             "rotary_embedding": _rotary_layouts}
 
 
+def upstream_entry_points(task) -> dict:
+    """The vendored upstream functions by name (the pinned wheel must be in the cache already)."""
+    from kda.vendor import load_entry_points, vendor_task
+    load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
+    return {e.split(":")[1]: getattr(sys.modules[e.split(":")[0]], e.split(":")[1])
+            for e in task.cfg["task"]["entry_points"]}
+
+
+def row_inputs(task, rid: str):
+    """(row, inputs on the GPU filled from a fixed seed) of the workload row `rid`."""
+    row = next(r for r in task.rows if r.id == rid)
+    inp = build_inputs(row, "cuda")
+    refill_inputs(row, inp, 12345)
+    return row, inp
+
+
 def _target(module, attr):
     """(module, name) of a variant's attribute key."""
     return attr if isinstance(attr, tuple) else (module, attr)
@@ -209,18 +225,11 @@ def main(argv=None):
     if args.variants:
         variants = {k: variants[k] for k in args.variants.split(",")}
     sol, ad = task.load_solution(), task.adapter
-    upstream = None
-    if args.baseline:
-        from kda.vendor import load_entry_points, vendor_task
-        load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
-        upstream = {e.split(":")[1]: getattr(sys.modules[e.split(":")[0]], e.split(":")[1])
-                    for e in task.cfg["task"]["entry_points"]}
+    upstream = upstream_entry_points(task) if args.baseline else None
     tol = task.cfg["check"]["tolerance"]
     results = []
     for rid in args.rows.split(","):
-        row = next(r for r in task.rows if r.id == rid)
-        inp = build_inputs(row, "cuda")
-        refill_inputs(row, inp, 12345)
+        row, inp = row_inputs(task, rid)
         ref = task.oracle.reference(row, inp)
         specs = ad.output_specs(row, inp)
         out = {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
