@@ -18,27 +18,14 @@ import torch
 from kda.harness.peers import peer_call
 from kda.harness.timing import Flusher, GraphArm
 from kda.task import Task
-from layout_sweep import VARIANTS, _target, row_inputs, upstream_entry_points  # scripts/ is on sys.path here
+from layout_sweep import VARIANTS, patched, row_inputs, upstream_entry_points  # scripts/ is on sys.path here
 
 
 def _patched(call, module, patch):
-    """`call` with the variant's attributes swapped in for its duration (plans cleared before and after)."""
-    targets = [(_target(module, k), v) for k, v in patch.items()]
-    mods = {module} | {m for (m, _), _ in targets}
-
+    """`call` run under the variant's patch (layout_sweep.patched) each time it is called."""
     def run():
-        saved = [((m, a), getattr(m, a)) for (m, a), _ in targets]
-        for (m, a), v in targets:
-            setattr(m, a, v)
-        for m in mods:
-            getattr(m, "_plans", {}).clear()
-        try:
+        with patched(module, patch):
             return call()
-        finally:
-            for (m, a), v in saved:
-                setattr(m, a, v)
-            for m in mods:
-                getattr(m, "_plans", {}).clear()
     return run
 
 

@@ -12,6 +12,7 @@ the task's main module or a (module, name) pair. `--compile` also times the torc
 TORCHINDUCTOR_CACHE_DIR set, Inductor leaves the Triton source it generated there.
 """
 import argparse
+import contextlib
 import importlib
 import json
 import statistics
@@ -154,6 +155,26 @@ def _target(module, attr):
     return attr if isinstance(attr, tuple) else (module, attr)
 
 
+@contextlib.contextmanager
+def patched(module, patch):
+    """The variant's attributes swapped in for the block, launch plans cached by the modules involved cleared on
+    the way in and out (a plan built under a variant must not serve the default, nor the reverse)."""
+    targets = [(_target(module, k), v) for k, v in patch.items()]
+    mods = {module} | {m for (m, _), _ in targets}
+    saved = [((m, a), getattr(m, a)) for (m, a), _ in targets]
+    for (m, a), v in targets:
+        setattr(m, a, v)
+    for m in mods:
+        getattr(m, "_plans", {}).clear()
+    try:
+        yield
+    finally:
+        for (m, a), v in saved:
+            setattr(m, a, v)
+        for m in mods:
+            getattr(m, "_plans", {}).clear()
+
+
 def _graph_us(fn, calls=10, replays=15):
     fn()
     torch.cuda.synchronize()
@@ -245,15 +266,8 @@ def main(argv=None):
             peer = peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile")
             rec["compile_us"] = _graph_us(peer)
             rec["compile_stream_us"] = _stream_us(peer)
-        touched = {module} | {_target(module, a)[0] for p in variants.values() for a in p}
         for name, patch in variants.items():
-            saved = {_target(module, attr): getattr(*_target(module, attr)) for attr in patch}
-            for attr, fn in patch.items():
-                setattr(*_target(module, attr), fn)
-            for mod in touched:
-                if hasattr(mod, "_plans"):
-                    mod._plans.clear()
-            try:
+            with patched(module, patch):
                 ad.call_candidate(sol, row, inp, out)
                 worst = 0.0
                 for k, (shape, dtype) in specs.items():
@@ -265,12 +279,6 @@ def main(argv=None):
                     sol, row, inp, out)), "worst_norm_err": worst}
                 if args.kernels:
                     rec["variants"][name]["kernel_us"] = _kernel_us(lambda: ad.call_candidate(sol, row, inp, out))
-            finally:
-                for (mod, attr), fn in saved.items():
-                    setattr(mod, attr, fn)
-                for mod in touched:
-                    if hasattr(mod, "_plans"):
-                        mod._plans.clear()
         best = min(rec["variants"], key=lambda k: rec["variants"][k]["graph_us"])
         line = " ".join(f"{k}={v['graph_us']:.1f}/{v['stream_us']:.1f}" + ("!" if v["worst_norm_err"] > 1 else "")
                         + ("(" + "+".join(f"{t:.1f}" for t in v["kernel_us"].values()) + ")" if "kernel_us" in v else "")

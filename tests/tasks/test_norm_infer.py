@@ -43,4 +43,3 @@ def test_oracle_rms_norms_match_torch():
     got = TASK.oracle.reference(rms, {"x": x, "weight": w, "bias": None})["y"]
     torch.testing.assert_close(got, F.rms_norm(x.float(), (128,), w.float(), float(rms.scalars["eps"])),
                                atol=1e-5, rtol=1e-5)
-
