@@ -52,6 +52,7 @@ def _nss_layouts():
                     shape = ("pad" if padded else "chunk") + ("_wide" if wide else "_std")
                     name = f"{shape}_r{1 if rows1 else 8}_pf{int(pf)}"
                     out[name] = {"_layout": layout(padded, wide, rows1, pf)}
+    out["no_cg"] = {"_STREAM_CG": False}
     out["default"] = {}
     return m, out
 
@@ -74,16 +75,17 @@ def _fuse_scale_shift_layouts():
 
 
 def _norm_infer_layouts():
-    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows."""
+    """Rows per program and warps of narrow (D <= 256) rows; warps and streaming hints of wide rows held as one
+    power-of-two block, and warps of wide rows held as unpadded chunks."""
     m = _solution_module("norm_infer", "norm")
     default = m._layout
     out = {}
 
     def narrow(bm, w):
-        return lambda rows, N, block_n: (bm, w, False) if block_n <= 256 else default(rows, N, block_n)
+        return lambda rows, N, block_n: (bm, w, False, 0) if block_n <= 256 else default(rows, N, block_n)
 
-    def wide(w, hint):
-        return lambda rows, N, block_n: (1, w, hint) if block_n > 256 else default(rows, N, block_n)
+    def wide(w, hint, chunked=0):
+        return lambda rows, N, block_n: (1, w, hint, chunked) if block_n > 256 else default(rows, N, block_n)
 
     for bm in (4, 8, 16, 32):
         for w in (1, 2, 4, 8):
@@ -92,6 +94,8 @@ def _norm_infer_layouts():
     for w in (4, 8, 16):
         for hint in (False, True):
             out[f"wide_w{w}{'_h' if hint else ''}"] = {"_layout": wide(w, hint)}
+    for w in (4, 8, 16):
+        out[f"chunked_w{w}"] = {"_layout": wide(w, False, 1)}
     out["default"] = {}
     return m, out
 
@@ -101,6 +105,10 @@ def _rotary_layouts():
     grid (v3)."""
     m = _solution_module("rotary_embedding", "rotary")
     out = {"rows_v3": {"_split_layout": lambda tokens, H, block_half: None}}
+    for tile in (1024, 2048, 4096):
+        for w in (2, 4, 8):
+            if tile // (32 * w) >= 8:  # at least one 16-byte vector of each bf16 half per thread
+                out[f"rows_t{tile}_w{w}"] = {"_SPLIT_ROWS": (tile, w)}
     for bh in (4, 8, 16, 32):
         for w in (2, 4, 8):
             out[f"tok_h{bh}_w{w}"] = {"_split_layout": (lambda c=(bh, w): (lambda tokens, H, block_half: c))()}
@@ -129,8 +137,18 @@ def _group_norm_layouts():
     return m, out
 
 
-VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "fuse_scale_shift": _fuse_scale_shift_layouts,
-            "group_norm_silu": _group_norm_layouts, "norm_infer": _norm_infer_layouts,
+def _ntma_layouts():
+    """Warps of a wide row's program (one row per program from 2K lanes on)."""
+    m = _solution_module("cutedsl_norm_tanh_mul_add", "norm_tanh_mul_add")
+    default = m._layout
+    out = {f"wide_w{w}": {"_layout": (lambda w=w: lambda block_d: (1, w) if block_d >= 2048 else default(block_d))()}
+           for w in (4, 8, 16, 32)}
+    out["default"] = {}
+    return m, out
+
+
+VARIANTS = {"cutedsl_norm_scale_shift": _nss_layouts, "cutedsl_norm_tanh_mul_add": _ntma_layouts,
+            "fuse_scale_shift": _fuse_scale_shift_layouts, "group_norm_silu": _group_norm_layouts, "norm_infer": _norm_infer_layouts,
             "rotary_embedding": _rotary_layouts}
 
 

@@ -1,6 +1,8 @@
 """norm_infer task folder: both entry points among the production rows, and the oracle against PyTorch's own
 norms. Checks every task shares: tests/test_task_folders.py; the CPU gate: tests/test_cpu_gate.py."""
 
+import textwrap
+
 import torch
 import torch.nn.functional as F
 
@@ -43,3 +45,38 @@ def test_oracle_rms_norms_match_torch():
     got = TASK.oracle.reference(rms, {"x": x, "weight": w, "bias": None})["y"]
     torch.testing.assert_close(got, F.rms_norm(x.float(), (128,), w.float(), float(rms.scalars["eps"])),
                                atol=1e-5, rtol=1e-5)
+
+
+
+_CHUNKED_PROBE = textwrap.dedent("""
+    import torch
+    from kda.task import Task
+    sol = Task.load("norm_infer").load_solution()
+    m = __import__(sol.__name__ + ".norm", fromlist=["_layout"])
+    g = torch.Generator().manual_seed(3)
+    m._layout = lambda rows, N, block_n: (1, 2, False, 1)
+    # (N, chunks): 1280 = 5 x 256 (no tail), 1100 = 5 x 256 with a masked tail, 600 = 3 x 256 with a tail
+    for N, dtype, rms in ((1280, torch.float32, False), (1100, torch.bfloat16, True), (600, torch.float16, False)):
+        m._plans.clear()
+        x = (torch.randn(5, N, generator=g) * 3 + 1).to(dtype)
+        w = torch.randn(N, generator=g).to(dtype)
+        b = None if rms else torch.randn(N, generator=g).to(dtype)
+        out = torch.full_like(x, float("nan"))
+        sol.norm_infer(x, w, b, 1e-6, is_rms_norm=rms, out=out)
+        assert next(iter(m._plans.values()))[1] is m._launch_chunked, "the chunked kernel did not run"
+        xf = x.double()
+        if rms:
+            ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        else:
+            ref = torch.nn.functional.layer_norm(xf, (N,), w.double(), b.double(), 1e-6)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        err = (out.double() - ref).abs()
+        assert bool((err <= tol + tol * ref.abs()).all()), (N, dtype, float(err.max()))
+    assert m._chunks(5120) == (1024, 5) and m._chunks(3072) == (1024, 3) and m._chunks(1100) == (256, 5)
+    print("ok")
+""")
+
+
+def test_chunked_kernel_matches_layer_and_rms_norm(interpreted):
+    """The wide-row kernel that holds a row as unpadded chunks, forced on small rows with and without a tail."""
+    interpreted(_CHUNKED_PROBE)

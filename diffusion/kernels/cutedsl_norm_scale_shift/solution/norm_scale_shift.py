@@ -32,6 +32,8 @@ import triton.language as tl
 from kda.lean_launch import LaunchCache, Plan, cdiv
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# x and residual are loaded with .cg (past L1, which keeps the modulation operands); a knob for layout_sweep.
+_STREAM_CG = True
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -85,13 +87,13 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out) or of v = x."""
-    v = _ld(xo, j, D, C, MASKED, True)
+    v = _ld(xo, j, D, C, MASKED, STREAM)
     if HAS_RES:
         if G_KIND != 0:
             v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
-        v = v + _ld(ro, j, D, C, MASKED, True)
+        v = v + _ld(ro, j, D, C, MASKED, STREAM)
         _st(oo, v, j, D, C, MASKED)
     return v
 
@@ -148,7 +150,7 @@ def _nss_kernel(
     eps,
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
-    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr,
+    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr, STREAM: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -179,15 +181,15 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM)
             if PREFETCH:
                 # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
                 # are in flight together with x's instead of after them.
@@ -429,7 +431,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (cdiv(M, rows), 1, 1), [t.dtype for t in tensors],
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
-        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch),
+        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG),
         warps,
     ), has_w, has_b
 

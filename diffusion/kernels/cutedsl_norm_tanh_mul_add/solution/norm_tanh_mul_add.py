@@ -113,6 +113,12 @@ def _affine(weight, bias, is_ln):
     return weight is not None, False
 
 
+def _layout(block_d):
+    """(rows per program, warps): whole rows of at least 2K lanes per program, 4 lanes per thread (4 to 16 warps)."""
+    block_m = max(1, 2048 // block_d)
+    return block_m, max(4, min(16, block_m * block_d // 512))
+
+
 def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, out, out2, norm2):
     if norm_type not in ("layer", "rms"):
         raise ValueError('norm_type must be one of "layer" and "rms"')
@@ -141,8 +147,7 @@ def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, 
     if M == 0:
         return out, out2
     block_d = next_pow2(D)
-    block_m = max(1, 2048 // block_d)
-    num_warps = max(4, min(16, block_m * block_d // 512))
+    block_m, num_warps = _layout(block_d)
     _launch(
         (cdiv(M, block_m), 1, 1),
         (out, o2, x, weight if has_w else x, bias if has_b else x, scale, shift,

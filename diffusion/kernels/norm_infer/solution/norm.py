@@ -3,7 +3,7 @@
 A program normalises BLOCK_M whole rows held in registers: rows are read once, the mean and the centred variance
 come from the registers (two passes over registers, one over memory), and y is written once. Narrow rows (the
 D = 128 QK norm) pack many rows per program so each thread still moves 16-byte vectors; wide rows (Helios 5120)
-take one row per program at 8 warps. Statistics and the normalisation are fp32; 1/sqrt is correctly rounded for
+are held as unpadded chunks (see _row_norm_chunked_kernel). Statistics and the normalisation are fp32; 1/sqrt is correctly rounded for
 fp32 rows and rsqrt for 16-bit ones (as upstream), and tiles that need no mask (M a multiple of the rows per
 program, N a power of two) carry none.
 Any strides of x are handled in the kernel (upstream copies a non-contiguous x first; torch ops are not allowed on
@@ -71,6 +71,123 @@ def _row_norm_kernel(
              eviction_policy="evict_first" if HINT else "")
 
 
+@triton.jit
+def _ld(xo, sxn, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr):
+    cols = j * C + tl.arange(0, C)
+    if MASKED:
+        return tl.load(xo + cols * sxn, mask=cols < N, other=0.0).to(tl.float32)
+    return tl.load(xo + cols * sxn).to(tl.float32)
+
+
+@triton.jit
+def _centred(v, mean, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr):
+    if MASKED:
+        cols = j * C + tl.arange(0, C)
+        return tl.where(cols < N, v - mean, 0.0)
+    return v - mean
+
+
+@triton.jit
+def _st(yo, v, mean, rstd, w_ptr, b_ptr, syn, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr,
+        HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    cols = j * C + tl.arange(0, C)
+    y = (v - mean) * rstd
+    if MASKED:
+        cmask = cols < N
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+        tl.store(yo + cols * syn, y.to(yo.dtype.element_ty), mask=cmask)
+    else:
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols).to(tl.float32)
+        tl.store(yo + cols * syn, y.to(yo.dtype.element_ty))
+
+
+@triton.jit
+def _row_norm_chunked_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    N, sx0, sxn, sym, syn,
+    eps,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, FAST: tl.constexpr,
+):
+    """One wide row per program, held in registers as K <= 5 chunks of C lanes (5120 = 5 x 1024) instead of one
+    power-of-two block (8192 lanes for 5120, 37.5% of them masked): fewer registers per thread, so more rows in
+    flight per SM. Only the last chunk can be masked (TAIL)."""
+    M0: tl.constexpr = TAIL and K == 1
+    M1: tl.constexpr = TAIL and K == 2
+    M2: tl.constexpr = TAIL and K == 3
+    M3: tl.constexpr = TAIL and K == 4
+    M4: tl.constexpr = TAIL and K == 5
+    row = tl.program_id(0).to(tl.int64)
+    xo = x_ptr + row * sx0
+    yo = y_ptr + row * sym
+    v0 = _ld(xo, sxn, 0, N, C, M0)
+    if K > 1:
+        v1 = _ld(xo, sxn, 1, N, C, M1)
+    if K > 2:
+        v2 = _ld(xo, sxn, 2, N, C, M2)
+    if K > 3:
+        v3 = _ld(xo, sxn, 3, N, C, M3)
+    if K > 4:
+        v4 = _ld(xo, sxn, 4, N, C, M4)
+    # fp32 rows (judged at 1e-5 against an fp64 oracle) take their sums in fp64, rounded once: summed in fp32, the
+    # mean of a row near 1e4 drifted enough to fail the 2x-baseline error rule (reg_ln_fp32_m16_n5120_large).
+    ACC: tl.constexpr = tl.float32 if FAST else tl.float64
+    mean = 0.0
+    if not IS_RMS:
+        t = v0.to(ACC)
+        if K > 1:
+            t += v1.to(ACC)
+        if K > 2:
+            t += v2.to(ACC)
+        if K > 3:
+            t += v3.to(ACC)
+        if K > 4:
+            t += v4.to(ACC)
+        mean = (tl.sum(t, axis=0) / N).to(tl.float32)
+    c = _centred(v0, mean, 0, N, C, M0)
+    q = (c * c).to(ACC)
+    if K > 1:
+        c = _centred(v1, mean, 1, N, C, M1)
+        q += (c * c).to(ACC)
+    if K > 2:
+        c = _centred(v2, mean, 2, N, C, M2)
+        q += (c * c).to(ACC)
+    if K > 3:
+        c = _centred(v3, mean, 3, N, C, M3)
+        q += (c * c).to(ACC)
+    if K > 4:
+        c = _centred(v4, mean, 4, N, C, M4)
+        q += (c * c).to(ACC)
+    rstd = _rstd((tl.sum(q, axis=0) / N).to(tl.float32), eps, FAST)
+    _st(yo, v0, mean, rstd, w_ptr, b_ptr, syn, 0, N, C, M0, HAS_W, HAS_B)
+    if K > 1:
+        _st(yo, v1, mean, rstd, w_ptr, b_ptr, syn, 1, N, C, M1, HAS_W, HAS_B)
+    if K > 2:
+        _st(yo, v2, mean, rstd, w_ptr, b_ptr, syn, 2, N, C, M2, HAS_W, HAS_B)
+    if K > 3:
+        _st(yo, v3, mean, rstd, w_ptr, b_ptr, syn, 3, N, C, M3, HAS_W, HAS_B)
+    if K > 4:
+        _st(yo, v4, mean, rstd, w_ptr, b_ptr, syn, 4, N, C, M4, HAS_W, HAS_B)
+
+
+def _chunks(N: int):
+    """(C, K): K <= 5 chunks of C lanes (a power of two, 256 or more) covering N with the least padding."""
+    best = None
+    c = 256
+    while c <= 16384:
+        k = cdiv(N, c)
+        if k <= 5 and (best is None or (k * c - N, -c) < best[0]):
+            best = ((k * c - N, -c), c, k)
+        c *= 2
+    return best[1], best[2]
+
+
 def _row_layout(x: torch.Tensor):
     """(rows, D1, D2, sx0, sx1, sx2, flat) for x [..., N]: the leading dims as at most three strided dims."""
     lead = [(n, s) for n, s in zip(x.shape[:-1], x.stride()[:-1]) if n != 1]
@@ -104,30 +221,32 @@ def _plan(x, w, b, y2d_strides, is_rms):
     if rows == 0 or N == 0:
         return None
     block_n = next_pow2(N)
-    block_m, num_warps, hint = _layout(rows, N, block_n)
+    block_m, num_warps, hint, chunked = _layout(rows, N, block_n)
     dtypes = (x.dtype, (w if w is not None else x).dtype, (b if b is not None else x).dtype) + (x.dtype,)
     fast = x.dtype != torch.float32
+    if chunked and flat:
+        C, K = _chunks(N)
+        return Plan((rows, 1, 1), dtypes, (N, s0, x.stride(-1), y2d_strides[0], y2d_strides[1]),
+                    (bool(is_rms), w is not None, b is not None, C, K, K * C != N, fast), num_warps), _launch_chunked
     even = rows % block_m == 0 and N == block_n
     return Plan((cdiv(rows, block_m), 1, 1), dtypes,
                 (rows, N, d1, d2, s0, s1, s2, x.stride(-1), y2d_strides[0], y2d_strides[1]),
                 (bool(is_rms), w is not None, b is not None, flat, block_m, block_n, hint, even, fast),
-                num_warps)
+                num_warps), _launch
 
 
 def _layout(rows: int, N: int, block_n: int):
-    """(rows per program, warps, streaming hints)."""
+    """(rows per program, warps, streaming hints, chunked: 1 for one row in K chunks of C lanes, 0 for a
+    power-of-two tile of rows)."""
     if block_n >= 4096:
-        # Wide rows (Helios, 5120 fp32): one row per program at 8 warps with evict-first x and y, the best of the
-        # H200 sweeps (layout-sweep/d96a417.json, de405f1.json: 88-89 against 90-91 us at 16 warps without hints
-        # on the 8640-row call). A looped kernel in torch.compile's layout (three sweeps of the row in 512-2048-lane
-        # steps, re-read from L1/L2; de405f1) took 93-183 us there and was dropped.
-        return 1, 8, True
+        # Wide rows (Helios, 5120 fp32): one row per program in unpadded chunks (see _row_norm_chunked_kernel).
+        return 1, 8, False, 1
     # Narrow rows (QK norm, D = 128) pack rows into a program of at most 2K elements (16 rows x 128, as upstream's
     # one-pass kernel does: 4K-element tiles halved occupancy and lost 3% on the 648720-row QK norm), and never so
     # many that fewer than about 512 programs remain: small calls are latency-bound and want every SM busy.
     block_m = max(1, min(2048 // block_n, next_pow2(cdiv(rows, 512))))
     tile = block_m * block_n
-    return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False
+    return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False, 0
 
 
 # Launch plans by input signature: a repeated call (the production case) skips the layout analysis.
@@ -141,7 +260,7 @@ def _norm(x, w, b, y2d_strides, y, eps, is_rms):
     if plan is None:
         plan = _plans[key] = _plan(x, w, b, y2d_strides, is_rms)
     if plan is not None:
-        _launch.run(plan, (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))
+        plan[1].run(plan[0], (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))
 
 
 def _check_vector(t, N, name):
@@ -177,3 +296,4 @@ def triton_one_pass_rms_norm(x, w, eps=1e-6, *, out=None):
 
 
 _launch = LaunchCache(_row_norm_kernel)
+_launch_chunked = LaunchCache(_row_norm_chunked_kernel)

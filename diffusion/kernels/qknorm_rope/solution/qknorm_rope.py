@@ -4,7 +4,9 @@ Why CUDA here: v1 (qknorm_rope_triton.py) already beat upstream's kernel 1.24-1.
 tokens and more, but lost 2x by device_us on the six short production rows (19-512 tokens), where a call is all host
 path: ~17.6 us through Python and Triton's launcher against ~8.7 us for upstream's tvm-ffi binding (H200, ledger
 L0004). v2 moves the argument checks and the launch into C++ (csrc/binding.cpp, pybind11) and the kernel into CUDA
-(csrc/qknorm_rope.cu: a group of D/8 lanes per head, 16-byte accesses, one shuffle reduction per head).
+(csrc/qknorm_rope.cu: a group of D/8 lanes per head, 16-byte accesses, one shuffle reduction per head). v2f launches
+it with programmatic dependent launch, as upstream launches its own kernel: on the few-token rows (2-5 us) upstream's
+kernel started before its predecessor ended and ours did not (graph_us 0.78-0.94 of upstream, ledger L0010).
 
 Dispatch, by what each path does best (H200, results of 7b77c7f against d12926e):
 - calls moving at least TRITON_MIN_ELEMENTS values of q and k take the Triton kernel: there the GPU time (28-63 us)

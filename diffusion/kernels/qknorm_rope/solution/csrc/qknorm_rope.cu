@@ -9,6 +9,9 @@
 // values come from one xor-shuffle per slot (R >= 16); for R <= 8 both halves sit in lane 0 and rotate in registers.
 // Interleaved pairs (2i, 2i+1) always sit inside one lane.
 //
+// Launched with programmatic dependent launch, as upstream's kernel is: the grid may be scheduled before the previous
+// kernel on the stream ends and waits for it (griddepcontrol.wait) before its first global access.
+//
 // The arithmetic order follows upstream's kernel: x * (rstd * w), then x*cos -/+ partner*sin, rounded once to the
 // storage type.
 #include "qknorm_rope.h"
@@ -104,6 +107,20 @@ __device__ __forceinline__ void neox_in_lane(float (&x)[kVec], const float* cs) 
   }
 }
 
+// griddepcontrol exists from sm_90 on; on older GPUs the launch attribute is ignored and stream order holds.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel on the stream be scheduled; it still waits for this grid's completion before reading.
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ T* head_ptr(const Params& p, int t, int h) {
   return h < p.hq ? static_cast<T*>(p.q) + t * p.q_tok + h * p.q_head
@@ -129,13 +146,20 @@ __global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_cons
   const int H = p.hq + p.hk;
   const int h0 = blockIdx.y * (G * U) + threadIdx.x / LPH;
 
+  // Programmatic dependent launch (as upstream's kernel): this grid may be scheduled while the previous kernel on the
+  // stream is still running, and waits here, before its first global access, until that kernel has finished and
+  // its writes are visible. A few-token call (2-5 us) no longer pays the whole launch gap after its predecessor.
+  grid_dependency_wait();
   uint4 raw[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int h = h0 + u * G;
     if (h < H) raw[u] = *reinterpret_cast<const uint4*>(head_ptr<T>(p, t, h) + lane * kVec);
   }
-  if (h0 >= H) return;  // a whole lane group leaves together
+  if (h0 >= H) {  // a whole lane group leaves together
+    launch_dependents();
+    return;
+  }
   const uint4 qwr = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.q_weight) + lane * kVec));
   const uint4 kwr = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(p.k_weight) + lane * kVec));
   const int64_t pos = p.pos_is_int32
@@ -222,6 +246,21 @@ __global__ void __launch_bounds__(kThreads) qknorm_rope_kernel(const __grid_cons
     }
     *reinterpret_cast<uint4*>(head_ptr<T>(p, t, h) + lane * kVec) = pack<T>(x);
   }
+  launch_dependents();
+}
+
+// The kernel launched with programmatic stream serialization (PDL): see grid_dependency_wait.
+cudaError_t launch_pdl(void (*kernel)(Params), dim3 grid, const Params& p, cudaStream_t stream) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 template <typename T, int D, bool NEOX>
@@ -236,12 +275,11 @@ cudaError_t launch_typed(const Params& p, cudaStream_t stream) {
   while (units > 1 && p.n_tokens * static_cast<int64_t>((H + G * units - 1) / (G * units)) < min_blocks) units /= 2;
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((H + G * units - 1) / (G * units)));
   switch (units) {
-    case 1: qknorm_rope_kernel<T, D, NEOX, 1><<<grid, kThreads, 0, stream>>>(p); break;
-    case 2: qknorm_rope_kernel<T, D, NEOX, 2><<<grid, kThreads, 0, stream>>>(p); break;
-    case 4: qknorm_rope_kernel<T, D, NEOX, 4><<<grid, kThreads, 0, stream>>>(p); break;
-    default: qknorm_rope_kernel<T, D, NEOX, 8><<<grid, kThreads, 0, stream>>>(p); break;
+    case 1: return launch_pdl(qknorm_rope_kernel<T, D, NEOX, 1>, grid, p, stream);
+    case 2: return launch_pdl(qknorm_rope_kernel<T, D, NEOX, 2>, grid, p, stream);
+    case 4: return launch_pdl(qknorm_rope_kernel<T, D, NEOX, 4>, grid, p, stream);
+    default: return launch_pdl(qknorm_rope_kernel<T, D, NEOX, 8>, grid, p, stream);
   }
-  return cudaGetLastError();
 }
 
 template <typename T>
