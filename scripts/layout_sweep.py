@@ -63,6 +63,8 @@ def _fuse_scale_shift_layouts():
     m = _solution_module("fuse_scale_shift", "select01")
     flat = _solution_module("fuse_scale_shift", "scale_shift")
     out = {f"row_w{w}": {"_row_warps": (lambda w=w: (lambda block_n: w))()} for w in (4, 8)}
+    out["row_nohint"] = {"_ROW_EVICT": ""}
+    out["row_nohint_w8"] = {"_ROW_EVICT": "", "_row_warps": lambda block_n: 8}
     for block in (512, 1024, 2048, 4096):
         for warps in (4, 8):
             for hint in (True, False):
@@ -105,10 +107,6 @@ def _rotary_layouts():
     grid (v3)."""
     m = _solution_module("rotary_embedding", "rotary")
     out = {"rows_v3": {"_split_layout": lambda tokens, H, block_half: None}}
-    for tile in (1024, 2048, 4096):
-        for w in (2, 4, 8):
-            if tile // (32 * w) >= 8:  # at least one 16-byte vector of each bf16 half per thread
-                out[f"rows_t{tile}_w{w}"] = {"_SPLIT_ROWS": (tile, w)}
     for bh in (4, 8, 16, 32):
         for w in (2, 4, 8):
             out[f"tok_h{bh}_w{w}"] = {"_split_layout": (lambda c=(bh, w): (lambda tokens, H, block_half: c))()}

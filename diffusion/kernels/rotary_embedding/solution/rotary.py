@@ -241,16 +241,11 @@ def _split_plan(x, cos, sin):
                      hw), warps), _launch_split_tok
     # 2K-element tiles over 8 warps, as upstream's LTX-2 kernel (16 heads x 128): with 4K over 4 warps v1 was 10%
     # slower on the 1536-token rows (H200, results/h200.jsonl of 2b1068b).
-    max_tile, warps = _SPLIT_ROWS
-    block_r = _block_rows(n_rows, 2 * block_half, max_tile)
+    block_r = _block_rows(n_rows, 2 * block_half, 2048)
     tile = block_r * 2 * block_half
     return Plan((cdiv(n_rows, block_r), 1, 1), dtypes,
                 (n_rows, num_heads, seq_len, *cos.stride(), *sin.stride()), (half_dim, block_half, block_r, hw),
-                warps if tile >= max_tile else 4), _launch_split
-
-
-# (elements per program, warps) of the row grid's full tiles
-_SPLIT_ROWS = (2048, 8)
+                8 if tile >= 2048 else 4), _launch_split
 
 
 def _split_layout(tokens: int, H: int, block_half: int):
