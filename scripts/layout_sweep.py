@@ -30,7 +30,8 @@ def _solution_module(task: str, name: str):
 
 
 def _nss_layouts():
-    """Every (chunked | padded) x (warps) x (8 rows | 1 row per program) x (PREFETCH) layout around the default."""
+    """Every (chunked | padded) x (warps) x (8 rows | 1 row per program) x (PREFETCH) layout around the default,
+    each also with x and residual loaded through L1 (_nocg: no .cg modifier)."""
     m = _solution_module("cutedsl_norm_scale_shift", "norm_scale_shift")
 
     def layout(padded, wide, rows1, pf):
@@ -52,6 +53,7 @@ def _nss_layouts():
                     shape = ("pad" if padded else "chunk") + ("_wide" if wide else "_std")
                     name = f"{shape}_r{1 if rows1 else 8}_pf{int(pf)}"
                     out[name] = {"_layout": layout(padded, wide, rows1, pf)}
+                    out[name + "_nocg"] = {"_layout": layout(padded, wide, rows1, pf), "_STREAM_CG": False}
     out["no_cg"] = {"_STREAM_CG": False}
     out["default"] = {}
     return m, out
