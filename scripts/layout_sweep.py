@@ -65,8 +65,6 @@ def _fuse_scale_shift_layouts():
     m = _solution_module("fuse_scale_shift", "select01")
     flat = _solution_module("fuse_scale_shift", "scale_shift")
     out = {f"row_w{w}": {"_row_warps": (lambda w=w: (lambda block_n: w))()} for w in (4, 8)}
-    out["row_nohint"] = {"_ROW_EVICT": ""}
-    out["row_nohint_w8"] = {"_ROW_EVICT": "", "_row_warps": lambda block_n: 8}
     for block in (512, 1024, 2048, 4096):
         for warps in (4, 8):
             for hint in (True, False):

@@ -89,20 +89,19 @@ def _ln_select01_row_kernel(
     i_b, i_l, w_c, b_c,
     eps,
     RESIDUAL: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """One row per program (rows of 1K and more); the parameters are _ln_select01_kernel's, so both launch alike,
-    plus EVICT, the streamed tensors' eviction policy ("evict_first" or "")."""
+    """One row per program (rows of 1K and more); the parameters are _ln_select01_kernel's, so both launch alike."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < C
     base = row * C
-    v = tl.load(x_ptr + base + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    v = tl.load(x_ptr + base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     if RESIDUAL:
-        res = tl.load(res_ptr + base + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
-        rg = tl.load(rg_ptr + base + cols, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+        res = tl.load(res_ptr + base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        rg = tl.load(rg_ptr + base + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         v = res + rg * v
-        tl.store(r_out_ptr + base + cols, v.to(r_out_ptr.dtype.element_ty), mask=mask, eviction_policy=EVICT)
+        tl.store(r_out_ptr + base + cols, v.to(r_out_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
     bi = row // L
     pick = tl.load(idx_ptr + bi * i_b + (row - bi * L) * i_l) != 0
     sp = tl.where(pick, s1_ptr + bi * s1_b, s0_ptr + bi * s0_b)
@@ -111,7 +110,7 @@ def _ln_select01_row_kernel(
     # The gate is passed through: one cast from its own dtype to the output's, as upstream's store does. Issued
     # before the reduction, so its bytes are in flight with x's.
     gate = tl.load(gp + cols * tl.where(pick, g1_c, g0_c), mask=mask, other=0.0)
-    tl.store(g_out_ptr + base + cols, gate.to(g_out_ptr.dtype.element_ty), mask=mask, eviction_policy=EVICT)
+    tl.store(g_out_ptr + base + cols, gate.to(g_out_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
     mean = tl.sum(v, axis=0) / C
     vc = tl.where(mask, v - mean, 0.0)
@@ -124,7 +123,7 @@ def _ln_select01_row_kernel(
     scale = tl.load(sp + cols * tl.where(pick, s1_c, s0_c), mask=mask, other=0.0).to(tl.float32)
     shift = tl.load(hp + cols * tl.where(pick, h1_c, h0_c), mask=mask, other=0.0).to(tl.float32)
     y = n * (1.0 + scale) + shift
-    tl.store(y_ptr + base + cols, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy=EVICT)
+    tl.store(y_ptr + base + cols, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 def _check_x(x, name="x"):
@@ -164,10 +163,6 @@ def _launch_config(n_rows, C):
     return block_m, block_n, max(2, min(16, block_m * block_n // 512))
 
 
-# The row kernel's eviction policy for what it streams (x, residual, residual_gate, the outputs); a layout_sweep knob.
-_ROW_EVICT = "evict_first"
-
-
 def _row_warps(block_n):
     # Rows of 1K and more, one per program (the row kernel). s2 gave a 3072-wide row 8 warps at 16 values per thread
     # and lost to upstream by graph_us (0.69x, H200 ca2f94a): 75 registers, 3 rows per SM against upstream's 7 at 4
@@ -190,15 +185,12 @@ def _run(x, residual, residual_gate, weight, bias, sets, index, out, residual_ou
     w_c = weight.stride(0) if weight is not None else 0
     b_c = bias.stride(0) if bias is not None else 0
     # Absent optional tensors are replaced by x: never read (the constexpr flags turn their loads off).
-    constexprs = (is_residual, weight is not None, bias is not None, block_m, block_n)
-    launch = _launch
-    if block_m == 1:
-        launch, constexprs = _launch_row, constexprs + (_ROW_EVICT,)
+    launch = _launch_row if block_m == 1 else _launch
     launch((cdiv(n_rows, block_m), 1, 1),
             (x, residual, residual_gate, weight if weight is not None else x, bias if bias is not None else x,
              scale0, shift0, gate0, scale1, shift1, gate1, index, out, residual_out, gate_out),
             (n_rows, L, C, *strides, index.stride(0), index.stride(1), w_c, b_c), (float(eps),),
-            constexprs, num_warps)
+            (is_residual, weight is not None, bias is not None, block_m, block_n), num_warps)
 
 
 def _validate(x, weight, bias, sets, index):

@@ -9,7 +9,7 @@ it with programmatic dependent launch, as upstream launches its own kernel: on t
 kernel started before its predecessor ended and ours did not (graph_us 0.78-0.94 of upstream, ledger L0010).
 
 Dispatch, by what each path does best (H200, results of 7b77c7f against d12926e):
-- calls moving at least TRITON_MIN_ELEMENTS values of q and k take the Triton kernel: there the GPU time (28-63 us)
+- calls moving at least TRITON_MIN_ELEMENTS values of q and k take the Triton kernel: there the GPU time (36-63 us)
   hides Triton's host path, and the Triton kernel streams faster (28.5 us on qwen_image_n4096_h24 by graph_us, against
   33.9 us for the CUDA kernel);
 - smaller CUDA calls in the vector layout (16-byte aligned heads, contiguous last dimension) take the CUDA kernel,
@@ -20,8 +20,10 @@ Dispatch, by what each path does best (H200, results of 7b77c7f against d12926e)
 from . import cuda_ext
 from .qknorm_rope_triton import fused_inplace_qknorm_rope as _triton_qknorm_rope
 
-# 2^24 values of q and k (32 MB of bf16 read and written back): about 10 us of GPU time, past Triton's host path.
-TRITON_MIN_ELEMENTS = 1 << 24
+# 7 x 2^22 (29.4M) values of q and k: about 36 us of GPU time for the Triton kernel. Below it Triton's host path can
+# set the time: at 2^24 the 25M-value rows (qwen_image / flux1_image n4096 h24, 30 us of GPU time) took 39-42 us per
+# back-to-back call on the H200 host of edd0822, 0.94-1.01 of upstream by device_us, where the C++ path costs ~8 us.
+TRITON_MIN_ELEMENTS = 7 << 22
 
 
 def fused_inplace_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions, *, is_neox, eps=1e-6,
