@@ -1,4 +1,4 @@
-"""Candidate v4 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v5 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
@@ -32,8 +32,12 @@ import triton.language as tl
 from kda.lean_launch import LaunchCache, Plan, cdiv
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# x and residual are loaded with .cg (past L1, which keeps the modulation operands); a knob for layout_sweep.
-_STREAM_CG = True
+# x and residual are loaded through L1 (v5): with .cg (past L1) wan_t2v_crossattn_res took 772.6 us by graph_us
+# against 761.8 without, and no other row moved (graph-placement/f294e8f.json). A knob for layout_sweep.
+_STREAM_CG = False
+# Residual calls of at most this many rows take the padded block even with a gate (v5): qwen_image_txt_norm2_res_s47
+# 2.7 us against 3.3 chunked, qwen_image_img_norm2_res_s4096 26.8 against 27.2 (graph-placement/f294e8f.json).
+_PADDED_RES_MAX_ROWS = 4096
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -334,7 +338,7 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     - A per-row scale/shift is loaded with the row's inputs (PREFETCH): helios 154 against 156.
     No shared vector is kept in registers across rows any more (v3 did: 120 registers, 2 CTAs per SM on
     selfattn_res); the loads hit L1."""
-    if has_res and g_kind == _NONE:
+    if has_res and (g_kind == _NONE or M <= _PADDED_RES_MAX_ROWS):
         C, K = 1 << (D - 1).bit_length(), 1
         warps = max(1, min(16, C // 1024))
     else:
