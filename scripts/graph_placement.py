@@ -3,8 +3,9 @@ GraphArm, N calls per replay) with its output preallocated outside the graph, as
 allocated inside the captured region (the graph's private pool, where torch.compile's and eager's outputs land),
 next to the baseline and the torch.compile peer, interleaved per trial. `--variants` adds the candidate under
 layout variants of scripts/layout_sweep.py, timed the same way (interleaved with the other arms, as in `kda bench`,
-where back-to-back replays of one arm in a sweep can rank them differently). A diagnostic for a profile or ledger
-entry; the numbers a campaign reports come from `kda bench`.
+where back-to-back replays of one arm in a sweep can rank them differently). The candidate and every variant are
+checked against the oracle first (worst error over the task's tolerance, `!` after a time when above 1). A
+diagnostic for a profile or ledger entry; the numbers a campaign reports come from `kda bench`.
 
     python3 scripts/graph_placement.py fuse_scale_shift --rows a,b [--variants v1,v2] --out placement.json
 """
@@ -18,7 +19,8 @@ import torch
 from kda.harness.peers import peer_call
 from kda.harness.timing import Flusher, GraphArm
 from kda.task import Task
-from layout_sweep import VARIANTS, patched, row_inputs, upstream_entry_points  # scripts/ is on sys.path here
+from layout_sweep import (  # scripts/ is on sys.path here
+    VARIANTS, patched, row_inputs, upstream_entry_points, worst_norm_err)
 
 
 def _patched(call, module, patch):
@@ -48,11 +50,12 @@ def _arms(task, sol, upstream, row, inp, specs, variants):
         "baseline": lambda: ad.call_baseline(upstream, row, inp, out_b),
         "compile": peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile"),
     }
+    outputs = {"candidate": out_c}  # the arms whose output is checked against the oracle
     module, patches = variants
     for name, patch in patches.items():
-        out_v = fresh()
+        out_v = outputs[f"v:{name}"] = fresh()
         arms[f"v:{name}"] = _patched(lambda o=out_v: ad.call_candidate(sol, row, inp, o), module, patch)
-    return arms
+    return arms, outputs
 
 
 def main(argv=None):
@@ -70,16 +73,22 @@ def main(argv=None):
     upstream = upstream_entry_points(task)
     module, patches = VARIANTS[args.task]() if args.variants else (None, {})
     chosen = (module, {k: patches[k] for k in args.variants.split(",") if k})
+    tol, inplace = task.cfg["check"]["tolerance"], bool(task.cfg["check"].get("inplace"))
     flush = Flusher(False, 0)
     rng = random.Random(0)
     results = []
     for rid in args.rows.split(","):
         row, inp = row_inputs(task, rid)
         specs = task.adapter.output_specs(row, inp)
-        arms = _arms(task, sol, upstream, row, inp, specs, chosen)
+        # The oracle on the untouched inputs; each checked arm's output after its first call: a variant that is fast
+        # because it is wrong shows an error ratio above 1. In-place tasks (check.inplace) write their inputs, which
+        # every arm then shares, so they are not checked here (kda check does that).
+        ref = None if inplace else task.oracle.reference(row, inp)
+        arms, outputs = _arms(task, sol, upstream, row, inp, specs, chosen)
         for call in arms.values():
             call()
         torch.cuda.synchronize()
+        errs = {} if inplace else {name: worst_norm_err(out, ref, specs, tol) for name, out in outputs.items()}
         one = GraphArm(arms["baseline"], 1)
         n = max(1, min(1024, round(args.target_us / max(one.sample_us(flush), 1e-3))))
         graphs = {name: GraphArm(call, n) for name, call in arms.items()}
@@ -91,8 +100,10 @@ def main(argv=None):
                 samples[name].append(graphs[name].sample_us(flush))
         med = {name: statistics.median(v) for name, v in samples.items() if None not in v}
         errors = {name: g.error for name, g in graphs.items() if g.error}
-        results.append({"row": rid, "n": n, "graph_us_median": med, "samples": samples, "errors": errors})
-        print(f"{rid} (N={n}): " + " ".join(f"{k}={v:.1f}" for k, v in med.items())
+        results.append({"row": rid, "n": n, "graph_us_median": med, "worst_norm_err": errs, "samples": samples,
+                        "errors": errors})
+        print(f"{rid} (N={n}): " + " ".join(f"{k}={v:.1f}" + ("!" if errs.get(k, 0.0) > 1 else "")
+                                            for k, v in med.items())
               + (f" errors={errors}" if errors else ""), flush=True)
         del graphs, arms
         torch.cuda.empty_cache()

@@ -166,6 +166,20 @@ def row_inputs(task, rid: str):
     return row, inp
 
 
+def worst_norm_err(out: dict, ref: dict, specs: dict, tol: dict) -> float:
+    """The largest |out - ref| / (atol + rtol |ref|) over every output, with the task's tolerance for its dtype
+    (`[check] tolerance`): above 1 the output would fail the correctness gate. Non-finite ratios are skipped (the
+    gate judges NaN and inf on its own)."""
+    worst = 0.0
+    for k, (_, dtype) in specs.items():
+        t = tol[str(dtype).split(".")[1]]
+        err = (out[k].to(ref[k].dtype) - ref[k]).abs() / (t["atol"] + t["rtol"] * ref[k].abs())
+        err = err[torch.isfinite(err)]
+        if err.numel():
+            worst = max(worst, float(err.max()))
+    return worst
+
+
 def _target(module, attr):
     """(module, name) of a variant's attribute key."""
     return attr if isinstance(attr, tuple) else (module, attr)
@@ -285,11 +299,7 @@ def main(argv=None):
         for name, patch in variants.items():
             with patched(module, patch):
                 ad.call_candidate(sol, row, inp, out)
-                worst = 0.0
-                for k, (shape, dtype) in specs.items():
-                    t = tol[str(dtype).split(".")[1]]
-                    err = ((out[k].to(ref[k].dtype) - ref[k]).abs() / (t["atol"] + t["rtol"] * ref[k].abs()))
-                    worst = max(worst, float(err[torch.isfinite(err)].max()))
+                worst = worst_norm_err(out, ref, specs, tol)
                 us = _graph_us(lambda: ad.call_candidate(sol, row, inp, out))
                 rec["variants"][name] = {"graph_us": us, "stream_us": _stream_us(lambda: ad.call_candidate(
                     sol, row, inp, out)), "worst_norm_err": worst}

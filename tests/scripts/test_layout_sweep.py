@@ -1,8 +1,10 @@
 """scripts/layout_sweep.py on a CPU: every variant it can sweep patches knobs the candidate really has (a renamed
-knob would otherwise make a sweep time the default under another name)."""
+knob would otherwise make a sweep time the default under another name), and the error measure that sweep and
+graph_placement check variants with."""
 import importlib.util
 
 import pytest
+import torch
 
 from kda.paths import repo_root
 
@@ -53,3 +55,16 @@ def test_layout_variants_return_what_the_default_returns(task):
                 assert new is None or len(new) == len(old), (name, attr, new, old)
                 seen += 1
     assert seen > 0
+
+
+def test_worst_norm_err_scales_by_the_dtype_tolerance_and_skips_non_finite():
+    tol = {"bfloat16": {"atol": 0.01, "rtol": 0.1}, "float32": {"atol": 1e-5, "rtol": 1e-5}}
+    ref = {"y": torch.tensor([1.0, 2.0, float("nan")], dtype=torch.float64),
+           "z": torch.tensor([0.0, 0.0], dtype=torch.float64)}
+    specs = {"y": ((3,), torch.bfloat16), "z": ((2,), torch.float32)}
+    out = {"y": torch.tensor([1.0, 2.25, 0.0], dtype=torch.bfloat16), "z": torch.tensor([0.0, 5e-6])}
+    # y: |2.25 - 2| / (0.01 + 0.1 * 2) = 1.19 (the NaN reference is skipped); z: 5e-6 / 1e-5 = 0.5
+    assert abs(SWEEP.worst_norm_err(out, ref, specs, tol) - 0.25 / 0.21) < 1e-6
+    out["y"] = ref["y"].to(torch.bfloat16)
+    assert abs(SWEEP.worst_norm_err(out, ref, specs, tol) - 0.5) < 1e-3
+    assert SWEEP.worst_norm_err({"z": torch.zeros(2)}, ref, {"z": specs["z"]}, tol) == 0.0
