@@ -49,7 +49,7 @@ from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
 
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
-                     ("binding.cpp", "gn_resident.cu"), ("gn_resident.h",))
+                     ("binding.cpp", "gn_resident.cu", "gn_stream.cu"), ("gn_resident.h", "gn_common.cuh"))
 _RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's static arrays
 _RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
@@ -61,6 +61,14 @@ _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's D
 # on it is 4-45% slower by both: a round of the team (statistics, wait, merge, apply) runs at ~2 TB/s, not at the
 # copy rate, so the Triton split path keeps the large rows.
 _RESIDENT_MAX_BYTES = 30 << 20
+# v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
+# each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
+_STREAM = True
+_STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h
+_STREAM_UNROLL = 2                 # kStreamUnroll: vectors per thread per chunk
+_STREAM_CTAS_PER_SM = 2            # at most; fewer when the kernel's occupancy is lower
+_STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus about this much x
+_STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -358,30 +366,52 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     return k, teams, chunk, min(budget, 2 * chunk)
 
 
+def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
+    """(ctas, slice_vecs, chunks, chunk_vecs, lag, hints) for the stream kernel, or None when it cannot take x.
+
+    Every one of `ctas` CTAs (all resident: `ctas_per_sm` per SM) owns `slice_vecs` 16-byte vectors of each unit (one
+    batch's group, `group_elems` contiguous elements), read in `chunks` chunks of `chunk_vecs` (one pass of the CTA's
+    threads at most _STREAM_UNROLL vectors each). A unit's apply trails its statistics by `lag` chunks beyond one
+    unit: about _STREAM_LAG_BYTES of the machine's reads, time for the last CTA's partial to reach the waiters."""
+    if (channel_elems * elem) % 16 or group_elems // channel_elems > _RESIDENT_MAX_CPG or units < 1:
+        return None
+    group_vecs = group_elems * elem // 16
+    ctas = min(sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM)), _STREAM_THREADS)
+    slice_vecs = cdiv(group_vecs, ctas)
+    chunks = cdiv(slice_vecs, _STREAM_THREADS * _STREAM_UNROLL)
+    chunk_vecs = cdiv(slice_vecs, chunks)
+    lag = max(1, cdiv(_STREAM_LAG_BYTES, 16 * chunk_vecs * ctas))
+    return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
+
+
 _limits = {}
 
 
 def _device_limits(device):
-    """(multiprocessors, opt-in shared memory per block) of a CUDA device, read once."""
+    """(multiprocessors, opt-in shared memory per block, stream kernel CTAs per SM) of a CUDA device, read once."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _limits:
-        _limits[index] = _EXT.load().device_limits(index)
+        ext = _EXT.load()
+        _limits[index] = (*ext.device_limits(index), ext.stream_ctas_per_sm(index))
     return _limits[index]
 
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU, else the Triton plan."""
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("stream", stream_plan(...), triton plan) above, else the Triton
+    plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
             or any(d not in _RESIDENT_DTYPES or d != wb[0] for d in wb):
         return fallback
-    if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        return fallback
     B, C = x.shape[0], x.shape[1]
     S = x.numel() // (B * C)
-    rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), *_device_limits(x.device))
+    sms, smem, stream_ctas = _device_limits(x.device)
+    if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
+        sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) if _STREAM else None
+        return fallback if sp is None else ("stream", sp, fallback)
+    rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem)
     return fallback if rp is None else ("resident", rp, fallback)
 
 
@@ -472,6 +502,10 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
+    elif plan[0] == "stream":
+        if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
+            return out
+        plan = plan[2]
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
     if plan[0] == "fused":

@@ -31,15 +31,17 @@ std::tuple<int64_t, int64_t> device_limits(int64_t device) {
   return {sms, smem};
 }
 
-// Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
-// ring_vecs). Returns false, having launched nothing, when this call's tensors are not ones the kernel reads
-// (not contiguous, not 16-byte aligned, a dtype it lacks, w and b of different dtypes): the caller then takes the
-// Triton path.
-bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
-         const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
-         int64_t ring_vecs) {
-  kda_gn::DType xt, wt = kda_gn::DType::kFP32;
-  if (!x.is_cuda() || !dtype_of(x.scalar_type(), &xt) || !x.is_contiguous() || !out.is_contiguous() ||
+// The tensors of one call as the CUDA kernels read them: false when they are not (not contiguous, not 16-byte
+// aligned, a dtype the kernels lack, w and b of different dtypes); the caller then takes the Triton path.
+struct Call {
+  kda_gn::DType xt = kda_gn::DType::kFP32, wt = kda_gn::DType::kFP32;
+  const void* w = nullptr;
+  const void* b = nullptr;
+};
+
+bool accept(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+            const at::Tensor& out, Call* call) {
+  if (!x.is_cuda() || !dtype_of(x.scalar_type(), &call->xt) || !x.is_contiguous() || !out.is_contiguous() ||
       out.scalar_type() != x.scalar_type() || out.sizes() != x.sizes() || out.device() != x.device() ||
       !aligned16(x) || !aligned16(out) || x.dim() < 2)
     return false;
@@ -49,11 +51,23 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
     if (t == nullptr) continue;
     kda_gn::DType d;
     if (!dtype_of(t->scalar_type(), &d) || t->device() != x.device() || t->dim() != 1 || t->size(0) != x.size(1) ||
-        t->stride(0) != 1 || (!first && d != wt))
+        t->stride(0) != 1 || (!first && d != call->wt))
       return false;
-    wt = d;
+    call->wt = d;
     first = false;
   }
+  call->w = wb[0] ? wb[0]->data_ptr() : nullptr;
+  call->b = wb[1] ? wb[1]->data_ptr() : nullptr;
+  return true;
+}
+
+// Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
+// ring_vecs). Returns false, having launched nothing, when `accept` refuses this call's tensors.
+bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+         const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
+         int64_t ring_vecs) {
+  Call call;
+  if (!accept(x, weight, bias, out, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
   const int64_t elem = x.element_size();
   TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
@@ -74,8 +88,8 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   kda_gn::Params p;
   p.x = x.data_ptr();
   p.y = out.data_ptr();
-  p.w = wb[0] ? wb[0]->data_ptr() : nullptr;
-  p.b = wb[1] ? wb[1]->data_ptr() : nullptr;
+  p.w = call.w;
+  p.b = call.b;
   p.partials = reinterpret_cast<float2*>(ws.data_ptr<float>());
   p.counters = reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
   p.group_vecs = static_cast<int>((C / groups) * S * elem / 16);
@@ -88,9 +102,70 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.ring_vecs = static_cast<int>(ring_vecs);
   p.eps = static_cast<float>(eps);
-  const cudaError_t err = kda_gn::launch(p, xt, wt, stream.stream());
+  const cudaError_t err = kda_gn::launch(p, call.xt, call.wt, stream.stream());
   TORCH_CHECK(err == cudaSuccess, "group_norm_silu resident kernel launch failed: ", cudaGetErrorString(err));
   return true;
+}
+
+// v6: the L2 stream kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, lag, hints).
+// Returns false, having launched nothing, when `accept` refuses this call's tensors.
+bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+                const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
+                int64_t chunk_vecs, int64_t lag, int64_t hints) {
+  Call call;
+  if (!accept(x, weight, bias, out, &call)) return false;
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
+  const int64_t elem = x.element_size();
+  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
+  if ((S * elem) % 16 != 0) return false;
+  const int64_t group_vecs = (C / groups) * S * elem / 16;
+  TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kThreads && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
+                        chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * kda_gn::kStreamUnroll &&
+                        chunks * chunk_vecs >= slice_vecs && lag >= 0 && B * groups * group_vecs < (int64_t{1} << 40) &&
+                        ctas * slice_vecs < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,
+                    "group_norm_silu: inconsistent stream plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
+                    chunks, ", chunk_vecs ", chunk_vecs, ", lag ", lag, ")");
+
+  c10::cuda::CUDAGuard guard(x.device());
+  const int64_t units = B * groups;
+  // One allocation: partials [units][ctas] and stats [units] (float2 each), then 2 * units counters.
+  at::Tensor ws = at::empty({2 * units * ctas + 2 * units + 2 * units}, x.options().dtype(at::kFloat));
+  float* f = ws.data_ptr<float>();
+  kda_gn::StreamParams p;
+  p.x = x.data_ptr();
+  p.y = out.data_ptr();
+  p.w = call.w;
+  p.b = call.b;
+  p.partials = reinterpret_cast<float2*>(f);
+  p.stats = reinterpret_cast<float2*>(f + 2 * units * ctas);
+  p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas + 2 * units);
+  p.group_vecs = static_cast<int>(group_vecs);
+  p.channel_vecs = static_cast<int>(S * elem / 16);
+  p.units = static_cast<int>(units);
+  p.groups = static_cast<int>(groups);
+  p.cpg = static_cast<int>(C / groups);
+  p.ctas = static_cast<int>(ctas);
+  p.slice_vecs = static_cast<int>(slice_vecs);
+  p.chunks = static_cast<int>(chunks);
+  p.chunk_vecs = static_cast<int>(chunk_vecs);
+  p.lag = static_cast<int>(lag);
+  p.hints = static_cast<int>(hints);
+  p.eps = static_cast<float>(eps);
+  const cudaError_t err = kda_gn::launch_stream(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "group_norm_silu stream kernel launch failed: ", cudaGetErrorString(err));
+  return true;
+}
+
+// CTAs of the stream kernel one SM holds at once, the least over x's dtypes (the plan's grid must all be resident).
+int64_t stream_ctas_per_sm(int64_t device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  int least = 1 << 30;
+  for (kda_gn::DType t : {kda_gn::DType::kFP16, kda_gn::DType::kBF16, kda_gn::DType::kFP32}) {
+    int n = 0;
+    C10_CUDA_CHECK(kda_gn::stream_ctas_per_sm(t, &n));
+    least = n < least ? n : least;
+  }
+  return least;
 }
 
 }  // namespace
@@ -98,4 +173,7 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_limits", &device_limits, "(multiprocessors, opt-in shared memory per block) of a CUDA device");
   m.def("run", &run, "silu(GroupNorm(x)) into out through the resident kernel; False: this call is not handled");
+  m.def("run_stream", &run_stream,
+        "silu(GroupNorm(x)) into out through the L2 stream kernel; False: this call is not handled");
+  m.def("stream_ctas_per_sm", &stream_ctas_per_sm, "CTAs of the stream kernel resident per SM on a device");
 }

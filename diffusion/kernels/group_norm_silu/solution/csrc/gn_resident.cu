@@ -11,15 +11,18 @@
 // Overlap: the shared memory is a ring. While a member waits for its team and applies the current unit, the next
 // unit's slice is already loading into the free part of the ring (all of it when two slices fit, else a prefix);
 // the rest is issued once the current slice is written out.
-#include "gn_resident.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "gn_common.cuh"
 
 namespace kda_gn {
-namespace {
 
-constexpr int kWarps = kThreads / 32;
+// The team counters start at zero: cleared by this kernel, not a memset, so the candidate's path runs only its own
+// kernels (the harness flags every other GPU activity on it).
+__global__ void gn_zero_kernel(unsigned* counters, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) counters[i] = 0u;
+}
+
+namespace {
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -27,87 +30,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// 16 bytes <-> VE floats.
-template <typename T> struct Vec;
-template <> struct Vec<__half> {
-  static constexpr int VE = 8;
-  __device__ static void unpack(const uint4& v, float (&f)[VE]) {
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 t = __half22float2(h[i]);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
-    }
-  }
-  __device__ static uint4 pack(const float (&f)[VE]) {
-    uint4 v;
-    __half2* h = reinterpret_cast<__half2*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-    return v;
-  }
-};
-template <> struct Vec<__nv_bfloat16> {
-  static constexpr int VE = 8;
-  __device__ static void unpack(const uint4& v, float (&f)[VE]) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 t = __bfloat1622float2(h[i]);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
-    }
-  }
-  __device__ static uint4 pack(const float (&f)[VE]) {
-    uint4 v;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    return v;
-  }
-};
-template <> struct Vec<float> {
-  static constexpr int VE = 4;
-  __device__ static void unpack(const uint4& v, float (&f)[VE]) {
-    f[0] = __uint_as_float(v.x);
-    f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z);
-    f[3] = __uint_as_float(v.w);
-  }
-  __device__ static uint4 pack(const float (&f)[VE]) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
-  }
-};
-
-__device__ __forceinline__ float to_float(const void* p, int i, DType t) {
-  switch (t) {
-    case DType::kFP16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-// Sum over the CTA, returned to every thread. `scratch` holds kWarps floats; two barriers.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by the previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float t = lane < kWarps ? scratch[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-  return t;
-}
 
 // Vectors [from, to) of a slice into the ring at `start` (wrapping), one cp.async of 16 bytes each.
 __device__ __forceinline__ void issue_loads(uint4* ring, int ring_vecs, int start, const uint4* src, int from,
@@ -270,13 +192,6 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
   }
 }
 
-// The team counters start at zero: cleared by this kernel, not a memset, so the candidate's path runs only its own
-// kernels (the harness flags every other GPU activity on it).
-__global__ void gn_zero_kernel(unsigned* counters, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) counters[i] = 0u;
-}
-
 template <typename T>
 cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(p.ring_vecs) * 16;
@@ -294,8 +209,7 @@ cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
     done = smem;
   }
   if (p.team_size > 1) {
-    gn_zero_kernel<<<(p.units + 255) / 256, 256, 0, stream>>>(p.counters, p.units);
-    err = cudaGetLastError();
+    err = zero_counters(p.counters, p.units, stream);
     if (err != cudaSuccess) return err;
   }
   cudaLaunchConfig_t cfg = {};
@@ -312,6 +226,11 @@ cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
 }
 
 }  // namespace
+
+cudaError_t zero_counters(unsigned* counters, int n, cudaStream_t stream) {
+  gn_zero_kernel<<<(n + 255) / 256, 256, 0, stream>>>(counters, n);
+  return cudaGetLastError();
+}
 
 cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t stream) {
   switch (x_dtype) {

@@ -1,5 +1,5 @@
-// Shared between the CUDA kernel (gn_resident.cu, built by nvcc without torch headers, so it compiles fast) and the
-// host binding (binding.cpp, built by the host compiler against torch).
+// Shared between the CUDA kernels (gn_resident.cu, gn_stream.cu: built by nvcc without torch headers, so they compile
+// fast) and the host binding (binding.cpp, built by the host compiler against torch).
 #pragma once
 #include <cstdint>
 #include <cuda_runtime.h>
@@ -38,5 +38,45 @@ constexpr int kMaxCpg = 1024;  // channels per group: the per-channel (scale, sh
 // Queues the kernel on `stream`; when team_size > 1, after a kernel that zeroes the counters, and cooperative (the
 // members of a team wait for each other).
 cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
+
+// Queues a kernel that sets counters[0 .. n) to zero (the harness allows only the candidate's own kernels on its
+// path, so no cudaMemsetAsync).
+cudaError_t zero_counters(unsigned* counters, int n, cudaStream_t stream);
+
+// One call of the L2 stream kernel (v6) on a contiguous x [B, C, S], for x too large to be held on chip. All
+// `ctas` CTAs (resident at once: a cooperative launch) share every unit: CTA i owns vectors
+// [i * slice_vecs, (i + 1) * slice_vecs) of each unit, read in `chunks` chunks of up to `chunk_vecs` vectors (at most
+// kStreamUnroll per thread). A CTA's work is one sequence of chunk steps over units in order: the statistics of
+// chunk t run next to the apply of chunk t - chunks - lag, so a unit's apply starts `lag` chunks after the whole
+// machine has finished its statistics (the wait is hidden) and re-reads x after about one unit of other reads (from
+// the L2, when a unit plus the lag fits there).
+struct StreamParams {
+  const void* x;
+  void* y;
+  const void* w;
+  const void* b;
+  float2* partials;        // [units][ctas]: each CTA's (sum of x - K, sum of (x - K)^2), K = the unit's first element
+  float2* stats;           // [units]: (mean, rstd), written by the unit's last CTA to publish its partials
+  unsigned* counters;      // [2 * units], zero before the launch: arrivals, then ready flags
+  int group_vecs;
+  int channel_vecs;
+  int units;
+  int groups;
+  int cpg;
+  int ctas;
+  int slice_vecs;
+  int chunks;
+  int chunk_vecs;
+  int lag;
+  int hints;               // 1: L2 eviction hints (x kept for its re-read, y and the re-read evict first)
+  float eps;
+};
+
+constexpr int kStreamUnroll = 2;  // 16-byte vectors per thread per chunk and per pass
+
+cudaError_t launch_stream(const StreamParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
+
+// CTAs of the stream kernel that fit on one SM (its occupancy), for the plan.
+cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 
 }  // namespace kda_gn
