@@ -19,7 +19,7 @@ def _x_bytes(row):
     return math.prod(x.shape) * (4 if "float32" in str(x.dtype) else 2)
 
 
-def _plan_for(shape, dtype_bytes, groups=32, ctas_per_sm=2):
+def _plan_for(shape, dtype_bytes, groups=32, ctas_per_sm=1):
     B, C = shape[0], shape[1]
     S = math.prod(shape[2:])
     return IMPL.stream_plan(B * groups, (C // groups) * S, S, dtype_bytes, SMS, ctas_per_sm)
@@ -42,7 +42,7 @@ def test_every_stream_row_has_a_plan_whose_slices_and_chunks_cover_each_group(ro
     assert plan is not None
     ctas, slice_vecs, chunks, chunk_vecs, lag, hints = plan
     group_vecs = (x.shape[1] // 32) * math.prod(x.shape[2:]) * elem // 16
-    assert ctas == 2 * SMS and ctas <= IMPL._STREAM_THREADS  # every CTA resident; the merge reads one partial each
+    assert ctas == SMS  # one CTA per SM (the 128 KB ring), every CTA resident
     assert ctas * slice_vecs >= group_vecs > (ctas - 1) * (slice_vecs - 1)  # covered, no CTA more than one vector short
     assert chunk_vecs <= IMPL._STREAM_THREADS * IMPL._STREAM_UNROLL and slice_vecs <= chunks * chunk_vecs
     assert (chunks - 1) * chunk_vecs < slice_vecs  # no empty chunk
@@ -50,16 +50,16 @@ def test_every_stream_row_has_a_plan_whose_slices_and_chunks_cover_each_group(ro
     assert hints == IMPL._STREAM_HINTS
 
 
-def test_the_largest_group_is_read_in_five_chunks_per_cta():
+def test_the_largest_group_is_read_in_nine_chunks_per_cta():
     ctas, slice_vecs, chunks, chunk_vecs, lag, _ = _plan_for((1, 256, 17, 256, 256), 2)
-    # 17.8 MB per group over 264 CTAs: 4221 vectors each, five passes of 512 threads x <= 2 vectors
-    assert (ctas, slice_vecs, chunks, chunk_vecs) == (264, 4221, 5, 845)
-    assert lag == 3  # 8 MB of lag at 264 x 845 x 16 bytes (3.6 MB) per chunk step
+    # 17.8 MB per group over 132 CTAs: 8441 vectors each, nine passes of 512 threads x <= 2 vectors
+    assert (ctas, slice_vecs, chunks, chunk_vecs) == (132, 8441, 9, 938)
+    assert lag == 5  # 8 MB of lag at 132 x 938 x 16 bytes (1.98 MB) per chunk step
 
 
-def test_one_cta_per_sm_when_that_is_the_kernels_occupancy():
-    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=1)[0] == SMS
-    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=4)[0] == 2 * SMS  # capped by _STREAM_CTAS_PER_SM
+def test_the_grid_follows_the_kernels_occupancy_up_to_the_cap():
+    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=2)[0] == min(2, IMPL._STREAM_CTAS_PER_SM) * SMS
+    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=8)[0] == IMPL._STREAM_CTAS_PER_SM * SMS
 
 
 def test_no_plan_when_a_vector_would_span_two_channels_or_a_group_has_too_many_channels():

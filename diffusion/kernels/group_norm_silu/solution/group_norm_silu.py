@@ -376,7 +376,7 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
     if (channel_elems * elem) % 16 or group_elems // channel_elems > _RESIDENT_MAX_CPG or units < 1:
         return None
     group_vecs = group_elems * elem // 16
-    ctas = min(sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM)), _STREAM_THREADS)
+    ctas = sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM))
     slice_vecs = cdiv(group_vecs, ctas)
     chunks = cdiv(slice_vecs, _STREAM_THREADS * _STREAM_UNROLL)
     chunk_vecs = cdiv(slice_vecs, chunks)

@@ -119,7 +119,7 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
   if ((S * elem) % 16 != 0) return false;
   const int64_t group_vecs = (C / groups) * S * elem / 16;
-  TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kThreads && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
+  TORCH_CHECK_VALUE(ctas >= 1 && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
                         chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * kda_gn::kStreamUnroll &&
                         chunks * chunk_vecs >= slice_vecs && lag >= 0 && B * groups * group_vecs < (int64_t{1} << 40) &&
                         ctas * slice_vecs < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,
@@ -128,8 +128,8 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
-  // One allocation: partials [units][ctas] and stats [units] (float2 each), then 2 * units counters.
-  at::Tensor ws = at::empty({2 * units * ctas + 2 * units + 2 * units}, x.options().dtype(at::kFloat));
+  // One allocation: partials [units][ctas] (float2), then the units' counters.
+  at::Tensor ws = at::empty({2 * units * ctas + units}, x.options().dtype(at::kFloat));
   float* f = ws.data_ptr<float>();
   kda_gn::StreamParams p;
   p.x = x.data_ptr();
@@ -137,8 +137,7 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   p.w = call.w;
   p.b = call.b;
   p.partials = reinterpret_cast<float2*>(f);
-  p.stats = reinterpret_cast<float2*>(f + 2 * units * ctas);
-  p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas + 2 * units);
+  p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas);
   p.group_vecs = static_cast<int>(group_vecs);
   p.channel_vecs = static_cast<int>(S * elem / 16);
   p.units = static_cast<int>(units);

@@ -1,5 +1,5 @@
 // Device helpers shared by group_norm_silu's CUDA kernels (gn_resident.cu, gn_stream.cu): 16-byte vectors of x's
-// dtype as floats, a CTA-wide sum, an acquire load for the spin waits between CTAs.
+// dtype as floats, a CTA-wide sum, cp.async groups, an acquire load for the spin waits between CTAs.
 #pragma once
 #include "gn_resident.h"
 
@@ -9,6 +9,8 @@
 namespace kda_gn {
 
 constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;

@@ -46,18 +46,17 @@ cudaError_t zero_counters(unsigned* counters, int n, cudaStream_t stream);
 // One call of the L2 stream kernel (v6) on a contiguous x [B, C, S], for x too large to be held on chip. All
 // `ctas` CTAs (resident at once: a cooperative launch) share every unit: CTA i owns vectors
 // [i * slice_vecs, (i + 1) * slice_vecs) of each unit, read in `chunks` chunks of up to `chunk_vecs` vectors (at most
-// kStreamUnroll per thread). A CTA's work is one sequence of chunk steps over units in order: the statistics of
-// chunk t run next to the apply of chunk t - chunks - lag, so a unit's apply starts `lag` chunks after the whole
-// machine has finished its statistics (the wait is hidden) and re-reads x after about one unit of other reads (from
-// the L2, when a unit plus the lag fits there).
+// kStreamUnroll per thread). A CTA's work is one sequence of chunk steps over units in order: step t holds
+// statistics chunk t and apply chunk t - chunks - lag, loaded kStreamStages - 1 steps ahead into a shared-memory
+// ring, so a unit's apply starts `lag` chunks after the whole machine could have published its statistics (the wait
+// is hidden) and re-reads x about one unit later (from the L2, when a unit plus the lag fits there).
 struct StreamParams {
   const void* x;
   void* y;
   const void* w;
   const void* b;
-  float2* partials;        // [units][ctas]: each CTA's (sum of x - K, sum of (x - K)^2), K = the unit's first element
-  float2* stats;           // [units]: (mean, rstd), written by the unit's last CTA to publish its partials
-  unsigned* counters;      // [2 * units], zero before the launch: arrivals, then ready flags
+  float2* partials;        // [units][ctas]: (mean, M2) of each CTA's slice
+  unsigned* counters;      // [units], zero before the launch: CTAs that published their partial
   int group_vecs;
   int channel_vecs;
   int units;
@@ -72,11 +71,13 @@ struct StreamParams {
   float eps;
 };
 
-constexpr int kStreamUnroll = 2;  // 16-byte vectors per thread per chunk and per pass
+constexpr int kStreamUnroll = 2;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
+constexpr int kStreamStages = 4;  // shared-memory ring: the step in use and three in flight
+constexpr int kStreamSmem = kStreamStages * 2 * kStreamUnroll * kThreads * 16;
 
 cudaError_t launch_stream(const StreamParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
-// CTAs of the stream kernel that fit on one SM (its occupancy), for the plan.
+// CTAs of the stream kernel that fit on one SM (its occupancy with kStreamSmem of shared memory), for the plan.
 cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 
 }  // namespace kda_gn

@@ -8,12 +8,14 @@
 // while it is still in the L2 (the largest VAE group is 17.8 MB of a 50 MB L2). The first read asks the L2 to keep
 // the lines (evict_last), the re-read and the y stores to drop theirs first.
 //
-// Schedule: a CTA's work is one sequence of chunk steps. Step t reads statistics chunk t and applies chunk
+// Schedule: a CTA's work is one sequence of chunk steps. Step t holds statistics chunk t and apply chunk
 // t - chunks - lag, so DRAM reads (statistics) and writes (apply) overlap in every step, and a unit's apply starts
-// `lag` chunks after the last CTA could have published the unit's statistics: the cross-CTA wait is hidden. The CTA
-// that publishes a unit's last partial merges all partials (shifted sums about the unit's first element: no
-// E[x^2] - mean^2 cancellation unless that element is far from the mean in units of the deviation) and raises the
-// unit's ready flag.
+// `lag` chunks after the last CTA could have published its partial: the cross-CTA wait is hidden. Both chunks of a
+// step are copied into a shared-memory ring kStreamStages - 1 steps ahead (cp.async), so a step's load latency and
+// the block reductions and waits of unit boundaries overlap the loads of later steps (v6a loaded each step into
+// registers and ran latency-bound at ~3 us per step). Each thread copies and reads only its own ring slots: no
+// barrier per step. Statistics are (count, mean, M2) summaries merged with Chan's formula, per thread about the
+// first element it read (no E[x^2] - mean^2 cancellation), per CTA, then over the CTAs by every waiting CTA.
 #include "gn_common.cuh"
 
 #include <cstdint>
@@ -32,53 +34,70 @@ __device__ __forceinline__ uint64_t l2_policy(bool evict_last, bool evict_first)
   return pol;
 }
 
-__device__ __forceinline__ uint4 load_hinted(const uint4* p, uint64_t pol) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(pol));
-  return v;
-}
-
 __device__ __forceinline__ void store_hinted(uint4* p, const uint4& v, uint64_t pol) {
   asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x),
                "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
                : "memory");
 }
 
-__device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void cp_async16_hinted(void* smem, const void* gmem, uint64_t pol) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(pol)
+               : "memory");
 }
 
-// (sum of .x, sum of .y) over the CTA, returned to every thread; two barriers.
-__device__ __forceinline__ float2 block_sum2(float2 v, float2* scratch) {
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// A (count, mean, M2) summary and Chan et al.'s merge; empty summaries are neutral.
+struct Moments {
+  float n, mean, m2;
+};
+
+__device__ __forceinline__ Moments merge(const Moments& a, const Moments& b) {
+  const float n = a.n + b.n;
+  const float f = n > 0.f ? b.n / n : 0.f;
+  const float d = b.mean - a.mean;
+  return {n, fmaf(d, f, a.mean), a.m2 + b.m2 + d * d * a.n * f};
+}
+
+__device__ __forceinline__ Moments warp_merge(Moments m) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
-    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    const Moments other = {__shfl_xor_sync(0xffffffffu, m.n, o), __shfl_xor_sync(0xffffffffu, m.mean, o),
+                           __shfl_xor_sync(0xffffffffu, m.m2, o)};
+    m = merge(m, other);
   }
+  return m;
+}
+
+// The CTA's merged summary, returned to every thread; two barriers.
+__device__ __forceinline__ Moments block_merge(Moments m, float (*scratch)[3]) {
+  m = warp_merge(m);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();  // scratch may still be read by the previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float2 t = lane < kWarps ? scratch[lane] : make_float2(0.f, 0.f);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    t.x += __shfl_xor_sync(0xffffffffu, t.x, o);
-    t.y += __shfl_xor_sync(0xffffffffu, t.y, o);
+  if (lane == 0) {
+    scratch[warp][0] = m.n;
+    scratch[warp][1] = m.mean;
+    scratch[warp][2] = m.m2;
   }
-  return t;
+  __syncthreads();
+  Moments t = lane < kWarps ? Moments{scratch[lane][0], scratch[lane][1], scratch[lane][2]} : Moments{0.f, 0.f, 0.f};
+  return warp_merge(t);
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 2) gn_stream_kernel(StreamParams p, DType wb) {
+__global__ void __launch_bounds__(kThreads, 1) gn_stream_kernel(StreamParams p, DType wb) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
   constexpr int U = kStreamUnroll;
-  __shared__ float2 scratch[kWarps];
+  constexpr int NS = kStreamStages;
+  extern __shared__ uint4 ring[];  // [NS][2 (statistics, apply)][U][kThreads]: each thread's own slots
+  __shared__ float scratch[kWarps][3];
   __shared__ float2 coef[kMaxCpg];
   __shared__ float2 unit_stat;
-  __shared__ int publisher;
 
   const int tid = threadIdx.x, me = blockIdx.x;
   const int lo = me * p.slice_vecs;  // this CTA's slice of every unit: vectors [lo, lo + len)
@@ -93,118 +112,151 @@ __global__ void __launch_bounds__(kThreads, 2) gn_stream_kernel(StreamParams p, 
 
   const int total = p.units * p.chunks;
   const int delay = p.chunks + p.lag;
-  float s1 = 0.f, s2 = 0.f, shift = 0.f;
+  const int steps = total + delay;
 
-  for (int t = 0; t < total + delay; ++t) {
+  // Copies step s's chunks into ring stage s % NS; one commit group per step, empty or not (wait_group counts them).
+  auto issue = [&](int s) {
+    uint4* stage = ring + (s % NS) * 2 * U * kThreads;
+    if (s < total && len > 0) {
+      const int u = s / p.chunks, k = s - u * p.chunks;
+      const uint4* src = x + static_cast<int64_t>(u) * p.group_vecs + lo;
+      const int end = min((k + 1) * p.chunk_vecs, len);
+#pragma unroll
+      for (int i = 0; i < U; ++i) {
+        const int v = k * p.chunk_vecs + i * kThreads + tid;
+        if (v < end) cp_async16_hinted(stage + i * kThreads + tid, src + v, keep);
+      }
+    }
+    const int ta = s - delay;
+    if (ta >= 0 && ta < total && len > 0) {
+      const int u = ta / p.chunks, k = ta - u * p.chunks;
+      const uint4* src = x + static_cast<int64_t>(u) * p.group_vecs + lo;
+      const int end = min((k + 1) * p.chunk_vecs, len);
+#pragma unroll
+      for (int i = 0; i < U; ++i) {
+        const int v = k * p.chunk_vecs + i * kThreads + tid;
+        if (v < end) cp_async16_hinted(stage + (U + i) * kThreads + tid, src + v, drop);
+      }
+    }
+    cp_async_commit();
+  };
+
+#pragma unroll
+  for (int s = 0; s < NS - 1; ++s) issue(s);
+
+  // This thread's running summary of the current statistics unit: elements about its first element `pivot`.
+  float cnt = 0.f, pivot = 0.f, s1 = 0.f, s2 = 0.f;
+  for (int t = 0; t < steps; ++t) {
+    issue(t + NS - 1);
+    cp_async_wait<NS - 1>();  // step t's copies (this thread's) have landed
+    const uint4* stage = ring + (t % NS) * 2 * U * kThreads;
+
     const bool stats = t < total;
-    const int ta = t - delay;
-    const bool apply = ta >= 0 && len > 0;
     const int us = stats ? t / p.chunks : 0, ks = t - us * p.chunks;
-    const int ua = ta >= 0 ? ta / p.chunks : 0, ka = ta - ua * p.chunks;
+    if (stats) {
+      const int end = min((ks + 1) * p.chunk_vecs, len);
+#pragma unroll
+      for (int i = 0; i < U; ++i) {
+        const int v = ks * p.chunk_vecs + i * kThreads + tid;
+        if (v < end) {
+          float f[VE];
+          V::unpack(stage[i * kThreads + tid], f);
+          if (cnt == 0.f) pivot = f[0];
+#pragma unroll
+          for (int e = 0; e < VE; ++e) {
+            const float d = f[e] - pivot;
+            s1 += d;
+            s2 = fmaf(d, d, s2);
+          }
+          cnt += VE;
+        }
+      }
+    }
 
-    if (apply && ka == 0) {
-      // Wait for the unit's (mean, rstd), then the (scale, shift) of the slice's channels.
-      if (tid == 0) {
-        while (load_acquire(p.counters + p.units + ua) == 0u) {
+    const int ta = t - delay;
+    if (ta >= 0 && len > 0) {
+      const int ua = ta / p.chunks, ka = ta - ua * p.chunks;
+      if (ka == 0) {
+        // The unit's statistics: wait for every CTA's partial, merge them (warp 0), then the (scale, shift) of the
+        // slice's channels.
+        if (tid < 32) {
+          if (tid == 0) {
+            while (load_acquire(p.counters + ua) < static_cast<unsigned>(p.ctas)) {
+            }
+          }
+          __syncwarp();
+          Moments m = {0.f, 0.f, 0.f};
+          for (int i = tid; i < p.ctas; i += 32) {
+            const int l = p.group_vecs - i * p.slice_vecs;
+            const float n = l <= 0 ? 0.f : static_cast<float>(l < p.slice_vecs ? l : p.slice_vecs) * VE;
+            const float2 pm = __ldcg(p.partials + static_cast<int64_t>(ua) * p.ctas + i);
+            m = merge(m, Moments{n, pm.x, pm.y});
+          }
+          m = warp_merge(m);
+          if (tid == 0) unit_stat = make_float2(m.mean, rsqrtf(m.m2 / m.n + p.eps));
         }
-        unit_stat = __ldcg(p.stats + ua);
-      }
-      __syncthreads();
-      const float2 ms = unit_stat;
-      const int c0 = (ua % p.groups) * p.cpg + c_first;
-      for (int c = tid; c <= c_last - c_first; c += kThreads) {
-        const float a = ms.y * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
-        coef[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - ms.x * a);
-      }
-      __syncthreads();
-    }
-
-    const int64_t base_s = static_cast<int64_t>(us) * p.group_vecs + lo;
-    const int64_t base_a = static_cast<int64_t>(ua) * p.group_vecs + lo;
-    if (stats && ks == 0) {
-      float f[VE];
-      V::unpack(__ldcg(x + static_cast<int64_t>(us) * p.group_vecs), f);
-      shift = f[0];
-    }
-    const int end_s = min((ks + 1) * p.chunk_vecs, len), end_a = min((ka + 1) * p.chunk_vecs, len);
-    uint4 vs[U], va[U];
-#pragma unroll
-    for (int i = 0; i < U; ++i) {
-      const int is = ks * p.chunk_vecs + i * kThreads + tid;
-      if (stats && is < end_s) vs[i] = load_hinted(x + base_s + is, keep);
-      const int ia = ka * p.chunk_vecs + i * kThreads + tid;
-      if (apply && ia < end_a) va[i] = load_hinted(x + base_a + ia, drop);
-    }
-#pragma unroll
-    for (int i = 0; i < U; ++i) {
-      const int is = ks * p.chunk_vecs + i * kThreads + tid;
-      if (stats && is < end_s) {
-        float f[VE];
-        V::unpack(vs[i], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float d = f[e] - shift;
-          s1 += d;
-          s2 = fmaf(d, d, s2);
+        __syncthreads();
+        const float2 ms = unit_stat;
+        const int c0 = (ua % p.groups) * p.cpg + c_first;
+        for (int c = tid; c <= c_last - c_first; c += kThreads) {
+          const float a = ms.y * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
+          coef[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - ms.x * a);
         }
+        __syncthreads();
       }
-    }
+      uint4* dst = y + static_cast<int64_t>(ua) * p.group_vecs + lo;
+      const int end = min((ka + 1) * p.chunk_vecs, len);
 #pragma unroll
-    for (int i = 0; i < U; ++i) {
-      const int ia = ka * p.chunk_vecs + i * kThreads + tid;
-      if (apply && ia < end_a) {
-        const float2 ac = coef[static_cast<unsigned>(lo + ia) / static_cast<unsigned>(p.channel_vecs) - c_first];
-        float f[VE];
-        V::unpack(va[i], f);
+      for (int i = 0; i < U; ++i) {
+        const int v = ka * p.chunk_vecs + i * kThreads + tid;
+        if (v < end) {
+          const float2 ac = coef[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
+          float f[VE];
+          V::unpack(stage[(U + i) * kThreads + tid], f);
 #pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float z = fmaf(f[e], ac.x, ac.y);
-          f[e] = __fdividef(z, 1.f + __expf(-z));
+          for (int e = 0; e < VE; ++e) {
+            const float z = fmaf(f[e], ac.x, ac.y);
+            f[e] = __fdividef(z, 1.f + __expf(-z));
+          }
+          store_hinted(dst + v, V::pack(f), drop);
         }
-        store_hinted(y + base_a + ia, V::pack(f), drop);
       }
     }
 
     if (stats && ks == p.chunks - 1) {
-      // Publish this CTA's partial of unit us; the CTA that brings the count to `ctas` merges them.
-      const float2 mine = block_sum2(make_float2(s1, s2), scratch);
-      s1 = s2 = 0.f;
+      // Publish this CTA's (mean, M2) of unit us.
+      const float mean_t = cnt > 0.f ? pivot + s1 / cnt : 0.f;
+      const float m2_t = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
+      const Moments mine = block_merge(Moments{cnt, mean_t, m2_t}, scratch);
+      cnt = s1 = s2 = 0.f;
       if (tid == 0) {
-        p.partials[static_cast<int64_t>(us) * p.ctas + me] = mine;
+        p.partials[static_cast<int64_t>(us) * p.ctas + me] = make_float2(mine.mean, mine.m2);
         __threadfence();
-        publisher = atomicAdd(p.counters + us, 1u) == static_cast<unsigned>(p.ctas - 1);
-      }
-      __syncthreads();
-      if (publisher) {
-        __threadfence();
-        float2 q = make_float2(0.f, 0.f);
-        for (int i = tid; i < p.ctas; i += kThreads) {
-          const float2 v = __ldcg(p.partials + static_cast<int64_t>(us) * p.ctas + i);
-          q.x += v.x;
-          q.y += v.y;
-        }
-        q = block_sum2(q, scratch);
-        if (tid == 0) {
-          const float n = static_cast<float>(p.group_vecs) * VE;
-          const float m = q.x / n;
-          const float var = fmaxf(q.y / n - m * m, 0.f);
-          p.stats[us] = make_float2(shift + m, rsqrtf(var + p.eps));
-          __threadfence();
-          store_release(p.counters + p.units + us, 1u);
-        }
+        atomicAdd(p.counters + us, 1u);
       }
     }
   }
+  cp_async_wait<0>();
 }
 
 template <typename T>
 cudaError_t launch_stream_typed(const StreamParams& p, DType wb, cudaStream_t stream) {
-  cudaError_t err = zero_counters(p.counters, 2 * p.units, stream);
+  // The opt-in above 48 KB of shared memory is per function and device.
+  static bool opted[64] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (!opted[device & 63]) {
+    err = cudaFuncSetAttribute(gn_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
+    if (err != cudaSuccess) return err;
+    opted[device & 63] = true;
+  }
+  err = zero_counters(p.counters, p.units, stream);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = kStreamSmem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;  // every CTA waits for every other one
@@ -216,7 +268,9 @@ cudaError_t launch_stream_typed(const StreamParams& p, DType wb, cudaStream_t st
 
 template <typename T>
 cudaError_t occupancy(int* out) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, gn_stream_kernel<T>, kThreads, 0);
+  cudaError_t err = cudaFuncSetAttribute(gn_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
+  if (err != cudaSuccess) return err;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, gn_stream_kernel<T>, kThreads, kStreamSmem);
 }
 
 }  // namespace
