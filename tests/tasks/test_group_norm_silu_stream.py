@@ -57,9 +57,10 @@ def test_the_largest_group_is_read_in_nine_chunks_per_cta():
     assert lag == 5  # 8 MB of lag at 132 x 938 x 16 bytes (1.98 MB) per chunk step
 
 
-def test_the_grid_follows_the_kernels_occupancy_up_to_the_cap():
-    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=2)[0] == min(2, IMPL._STREAM_CTAS_PER_SM) * SMS
-    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=8)[0] == IMPL._STREAM_CTAS_PER_SM * SMS
+def test_one_cta_per_sm_and_no_plan_beyond_the_sync_warps_merge():
+    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=2)[0] == SMS  # the 128 KB ring: one CTA per SM
+    assert IMPL.stream_plan(32, 8 * 65536, 65536, 2, IMPL._STREAM_MAX_CTAS, 1) is not None
+    assert IMPL.stream_plan(32, 8 * 65536, 65536, 2, IMPL._STREAM_MAX_CTAS + 1, 1) is None
 
 
 def test_no_plan_when_a_vector_would_span_two_channels_or_a_group_has_too_many_channels():

@@ -64,9 +64,10 @@ _RESIDENT_MAX_BYTES = 30 << 20
 # v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
 # each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
 _STREAM = True
-_STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h
+_STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h (data threads; a sync warp comes on top)
+_STREAM_MAX_CTAS = 256             # kStreamMaxCtas
 _STREAM_UNROLL = 2                 # kStreamUnroll: vectors per thread per chunk
-_STREAM_CTAS_PER_SM = 2            # at most; fewer when the kernel's occupancy is lower
+_STREAM_CTAS_PER_SM = 1            # at most (the 128 KB ring leaves room for one)
 _STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus about this much x
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
 
@@ -373,10 +374,11 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
     batch's group, `group_elems` contiguous elements), read in `chunks` chunks of `chunk_vecs` (one pass of the CTA's
     threads at most _STREAM_UNROLL vectors each). A unit's apply trails its statistics by `lag` chunks beyond one
     unit: about _STREAM_LAG_BYTES of the machine's reads, time for the last CTA's partial to reach the waiters."""
-    if (channel_elems * elem) % 16 or group_elems // channel_elems > _RESIDENT_MAX_CPG or units < 1:
+    ctas = sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM))
+    if (channel_elems * elem) % 16 or group_elems // channel_elems > _RESIDENT_MAX_CPG or units < 1 \
+            or ctas > _STREAM_MAX_CTAS:
         return None
     group_vecs = group_elems * elem // 16
-    ctas = sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM))
     slice_vecs = cdiv(group_vecs, ctas)
     chunks = cdiv(slice_vecs, _STREAM_THREADS * _STREAM_UNROLL)
     chunk_vecs = cdiv(slice_vecs, chunks)

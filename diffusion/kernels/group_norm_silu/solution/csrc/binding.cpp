@@ -119,7 +119,7 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
   if ((S * elem) % 16 != 0) return false;
   const int64_t group_vecs = (C / groups) * S * elem / 16;
-  TORCH_CHECK_VALUE(ctas >= 1 && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
+  TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kStreamMaxCtas && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
                         chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * kda_gn::kStreamUnroll &&
                         chunks * chunk_vecs >= slice_vecs && lag >= 0 && B * groups * group_vecs < (int64_t{1} << 40) &&
                         ctas * slice_vecs < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,

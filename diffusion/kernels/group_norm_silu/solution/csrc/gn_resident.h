@@ -74,6 +74,9 @@ struct StreamParams {
 constexpr int kStreamUnroll = 2;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
 constexpr int kStreamStages = 4;  // shared-memory ring: the step in use and three in flight
 constexpr int kStreamSmem = kStreamStages * 2 * kStreamUnroll * kThreads * 16;
+constexpr int kStreamBlock = kThreads + 32;  // kThreads of data threads and one sync warp
+constexpr int kStreamPartBufs = 8;  // units of warp partials the data warps may run ahead of the sync warp
+constexpr int kStreamMaxCtas = 256;  // the sync warp merges up to 8 CTA partials per lane
 
 cudaError_t launch_stream(const StreamParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 

@@ -73,43 +73,119 @@ __device__ __forceinline__ Moments warp_merge(Moments m) {
   return m;
 }
 
-// The CTA's merged summary, returned to every thread; two barriers.
-__device__ __forceinline__ Moments block_merge(Moments m, float (*scratch)[3]) {
-  m = warp_merge(m);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();  // scratch may still be read by the previous call
-  if (lane == 0) {
-    scratch[warp][0] = m.n;
-    scratch[warp][1] = m.mean;
-    scratch[warp][2] = m.m2;
+__device__ __forceinline__ int load_volatile(const int* p) { return *static_cast<const volatile int*>(p); }
+
+// The sync warp: publishes the CTA's partial of each unit once its data warps have left theirs in shared memory,
+// and, for each unit, once every CTA has published, merges the partials into the (scale, shift) of this CTA's
+// channels. It never blocks: it polls both in turn, so neither waits on the other, and its fences and L2 round trips
+// stall no data warp.
+struct SyncState {
+  float (*wpart)[kWarps][3];  // [kStreamPartBufs][data warp]: (count, mean, M2) of the warp's share of a unit
+  float2 (*coef)[kMaxCpg];    // [2][channel of the slice]: y = silu(x * .x + .y)
+  int* arrived;               // [kStreamPartBufs]: data warps whose partial of the buffer's unit is in wpart
+  int* published;             // units whose CTA partial is published (data warps reuse wpart buffers behind it)
+  int* ready;                 // [2]: unit + 1 whose coefficients the coef buffer holds
+  int* applied;               // data warp x unit applies finished (the sync warp reuses coef buffers behind it)
+};
+
+template <int VE>
+__device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, int me, int len, int c_first,
+                          int c_last) {
+  const int lane = threadIdx.x % 32;
+  const int n_prep = len > 0 ? p.units : 0;
+  int pub = 0, prep = 0;
+  while (pub < p.units || prep < n_prep) {
+    bool busy = false;
+    const int b = pub % kStreamPartBufs;
+    if (pub < p.units && load_volatile(sh.arrived + b) == kWarps) {
+      __threadfence_block();
+      Moments m = lane < kWarps ? Moments{sh.wpart[b][lane][0], sh.wpart[b][lane][1], sh.wpart[b][lane][2]}
+                                : Moments{0.f, 0.f, 0.f};
+      m = warp_merge(m);
+      if (lane == 0) {
+        p.partials[static_cast<int64_t>(pub) * p.ctas + me] = make_float2(m.mean, m.m2);
+        sh.arrived[b] = 0;
+        __threadfence();
+        atomicAdd(p.counters + pub, 1u);
+        *static_cast<volatile int*>(sh.published) = pub + 1;
+      }
+      __syncwarp();
+      ++pub;
+      busy = true;
+    }
+    if (prep < pub && prep < n_prep && load_volatile(sh.applied) >= kWarps * (prep - 1)) {
+      unsigned arrivals = 0;
+      if (lane == 0) arrivals = load_acquire(p.counters + prep);
+      arrivals = __shfl_sync(0xffffffffu, arrivals, 0);
+      if (arrivals >= static_cast<unsigned>(p.ctas)) {
+        // Every partial loaded at once (up to kStreamMaxCtas / 32 per lane), then merged.
+        const float2* part = p.partials + static_cast<int64_t>(prep) * p.ctas;
+        float2 pv[kStreamMaxCtas / 32];
+#pragma unroll
+        for (int j = 0; j < kStreamMaxCtas / 32; ++j) {
+          const int i = lane + 32 * j;
+          pv[j] = i < p.ctas ? __ldcg(part + i) : make_float2(0.f, 0.f);
+        }
+        Moments m = {0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < kStreamMaxCtas / 32; ++j) {
+          const int i = lane + 32 * j;
+          const int l = p.group_vecs - i * p.slice_vecs;
+          const float n = i >= p.ctas || l <= 0 ? 0.f : static_cast<float>(l < p.slice_vecs ? l : p.slice_vecs) * VE;
+          m = merge(m, Moments{n, pv[j].x, pv[j].y});
+        }
+        m = warp_merge(m);
+        const float rstd = rsqrtf(m.m2 / m.n + p.eps);
+        const int c0 = (prep % p.groups) * p.cpg + c_first;
+        float2* cf = sh.coef[prep % 2];
+        for (int c = lane; c <= c_last - c_first; c += 32) {
+          const float a = rstd * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
+          cf[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - m.mean * a);
+        }
+        __syncwarp();
+        if (lane == 0) {
+          __threadfence_block();
+          *static_cast<volatile int*>(sh.ready + prep % 2) = prep + 1;
+        }
+        __syncwarp();
+        ++prep;
+        busy = true;
+      }
+    }
+    if (!busy) __nanosleep(100);
   }
-  __syncthreads();
-  Moments t = lane < kWarps ? Moments{scratch[lane][0], scratch[lane][1], scratch[lane][2]} : Moments{0.f, 0.f, 0.f};
-  return warp_merge(t);
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) gn_stream_kernel(StreamParams p, DType wb) {
+__global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams p, DType wb) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
   constexpr int U = kStreamUnroll;
   constexpr int NS = kStreamStages;
-  extern __shared__ uint4 ring[];  // [NS][2 (statistics, apply)][U][kThreads]: each thread's own slots
-  __shared__ float scratch[kWarps][3];
-  __shared__ float2 coef[kMaxCpg];
-  __shared__ float2 unit_stat;
+  extern __shared__ uint4 ring[];  // [NS][2 (statistics, apply)][U][kThreads]: each data thread's own slots
+  __shared__ float wpart[kStreamPartBufs][kWarps][3];
+  __shared__ float2 coef[2][kMaxCpg];
+  __shared__ int arrived[kStreamPartBufs], ready[2], published, applied;
 
-  const int tid = threadIdx.x, me = blockIdx.x;
+  const int tid = threadIdx.x, me = blockIdx.x, warp = tid / 32, lane = tid % 32;
   const int lo = me * p.slice_vecs;  // this CTA's slice of every unit: vectors [lo, lo + len)
   const int left = p.group_vecs - lo;
   const int len = left <= 0 ? 0 : (left < p.slice_vecs ? left : p.slice_vecs);
   const int c_first = lo / p.channel_vecs;  // the slice's channels within its group: c_first .. c_last
   const int c_last = len > 0 ? (lo + len - 1) / p.channel_vecs : c_first;
+  if (tid < kStreamPartBufs) arrived[tid] = 0;
+  if (tid < 2) ready[tid] = 0;
+  if (tid == 0) published = applied = 0;
+  __syncthreads();  // the only CTA-wide barrier
+  if (warp == kWarps) {
+    sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, ready, &applied}, me, len, c_first, c_last);
+    return;
+  }
+
   const uint4* x = static_cast<const uint4*>(p.x);
   uint4* y = static_cast<uint4*>(p.y);
   const uint64_t keep = l2_policy(p.hints != 0, false);
   const uint64_t drop = l2_policy(false, p.hints != 0);
-
   const int total = p.units * p.chunks;
   const int delay = p.chunks + p.lag;
   const int steps = total + delay;
@@ -171,46 +247,44 @@ __global__ void __launch_bounds__(kThreads, 1) gn_stream_kernel(StreamParams p, 
           cnt += VE;
         }
       }
+      if (ks == p.chunks - 1) {
+        // The warp's (count, mean, M2) of unit us, left for the sync warp once it has published unit us - bufs.
+        const float mean_t = cnt > 0.f ? pivot + s1 / cnt : 0.f;
+        const float m2_t = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
+        const Moments m = warp_merge(Moments{cnt, mean_t, m2_t});
+        cnt = s1 = s2 = 0.f;
+        if (lane == 0) {
+          while (load_volatile(&published) <= us - kStreamPartBufs) {
+          }
+          const int b = us % kStreamPartBufs;
+          wpart[b][warp][0] = m.n;
+          wpart[b][warp][1] = m.mean;
+          wpart[b][warp][2] = m.m2;
+          __threadfence_block();
+          atomicAdd(arrived + b, 1);
+        }
+      }
     }
 
     const int ta = t - delay;
     if (ta >= 0 && len > 0) {
       const int ua = ta / p.chunks, ka = ta - ua * p.chunks;
       if (ka == 0) {
-        // The unit's statistics: wait for every CTA's partial, merge them (warp 0), then the (scale, shift) of the
-        // slice's channels.
-        if (tid < 32) {
-          if (tid == 0) {
-            while (load_acquire(p.counters + ua) < static_cast<unsigned>(p.ctas)) {
-            }
+        if (lane == 0) {
+          while (load_volatile(ready + ua % 2) != ua + 1) {
           }
-          __syncwarp();
-          Moments m = {0.f, 0.f, 0.f};
-          for (int i = tid; i < p.ctas; i += 32) {
-            const int l = p.group_vecs - i * p.slice_vecs;
-            const float n = l <= 0 ? 0.f : static_cast<float>(l < p.slice_vecs ? l : p.slice_vecs) * VE;
-            const float2 pm = __ldcg(p.partials + static_cast<int64_t>(ua) * p.ctas + i);
-            m = merge(m, Moments{n, pm.x, pm.y});
-          }
-          m = warp_merge(m);
-          if (tid == 0) unit_stat = make_float2(m.mean, rsqrtf(m.m2 / m.n + p.eps));
+          __threadfence_block();
         }
-        __syncthreads();
-        const float2 ms = unit_stat;
-        const int c0 = (ua % p.groups) * p.cpg + c_first;
-        for (int c = tid; c <= c_last - c_first; c += kThreads) {
-          const float a = ms.y * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
-          coef[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - ms.x * a);
-        }
-        __syncthreads();
+        __syncwarp();
       }
+      const float2* cf = coef[ua % 2];
       uint4* dst = y + static_cast<int64_t>(ua) * p.group_vecs + lo;
       const int end = min((ka + 1) * p.chunk_vecs, len);
 #pragma unroll
       for (int i = 0; i < U; ++i) {
         const int v = ka * p.chunk_vecs + i * kThreads + tid;
         if (v < end) {
-          const float2 ac = coef[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
+          const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
           float f[VE];
           V::unpack(stage[(U + i) * kThreads + tid], f);
 #pragma unroll
@@ -221,18 +295,9 @@ __global__ void __launch_bounds__(kThreads, 1) gn_stream_kernel(StreamParams p, 
           store_hinted(dst + v, V::pack(f), drop);
         }
       }
-    }
-
-    if (stats && ks == p.chunks - 1) {
-      // Publish this CTA's (mean, M2) of unit us.
-      const float mean_t = cnt > 0.f ? pivot + s1 / cnt : 0.f;
-      const float m2_t = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
-      const Moments mine = block_merge(Moments{cnt, mean_t, m2_t}, scratch);
-      cnt = s1 = s2 = 0.f;
-      if (tid == 0) {
-        p.partials[static_cast<int64_t>(us) * p.ctas + me] = make_float2(mine.mean, mine.m2);
-        __threadfence();
-        atomicAdd(p.counters + us, 1u);
+      if (ka == p.chunks - 1) {
+        __syncwarp();  // every lane is done reading this unit's coefficients
+        if (lane == 0) atomicAdd(&applied, 1);
       }
     }
   }
@@ -255,7 +320,7 @@ cudaError_t launch_stream_typed(const StreamParams& p, DType wb, cudaStream_t st
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(kStreamBlock);
   cfg.dynamicSmemBytes = kStreamSmem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -270,7 +335,7 @@ template <typename T>
 cudaError_t occupancy(int* out) {
   cudaError_t err = cudaFuncSetAttribute(gn_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
   if (err != cudaSuccess) return err;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, gn_stream_kernel<T>, kThreads, kStreamSmem);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, gn_stream_kernel<T>, kStreamBlock, kStreamSmem);
 }
 
 }  // namespace
