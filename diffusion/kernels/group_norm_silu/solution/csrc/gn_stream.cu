@@ -85,7 +85,8 @@ struct SyncState {
   int* arrived;               // [kStreamPartBufs]: data warps whose partial of the buffer's unit is in wpart
   int* published;             // units whose CTA partial is published (data warps reuse wpart buffers behind it)
   int* ready;                 // [2]: unit + 1 whose coefficients the coef buffer holds
-  int* applied;               // data warp x unit applies finished (the sync warp reuses coef buffers behind it)
+  int* applied;               // [data warp]: units whose apply the warp has finished (coef buffers are reused
+                              // behind the slowest warp: warps drift apart by up to a unit)
 };
 
 template <int VE>
@@ -113,7 +114,10 @@ __device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, 
       ++pub;
       busy = true;
     }
-    if (prep < pub && prep < n_prep && load_volatile(sh.applied) >= kWarps * (prep - 1)) {
+    int slowest = lane < kWarps ? load_volatile(sh.applied + lane) : 1 << 30;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) slowest = min(slowest, __shfl_xor_sync(0xffffffffu, slowest, o));
+    if (prep < pub && prep < n_prep && slowest >= prep - 1) {
       unsigned arrivals = 0;
       if (lane == 0) arrivals = load_acquire(p.counters + prep);
       arrivals = __shfl_sync(0xffffffffu, arrivals, 0);
@@ -165,7 +169,7 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   extern __shared__ uint4 ring[];  // [NS][2 (statistics, apply)][U][kThreads]: each data thread's own slots
   __shared__ float wpart[kStreamPartBufs][kWarps][3];
   __shared__ float2 coef[2][kMaxCpg];
-  __shared__ int arrived[kStreamPartBufs], ready[2], published, applied;
+  __shared__ int arrived[kStreamPartBufs], ready[2], published, applied[kWarps];
 
   const int tid = threadIdx.x, me = blockIdx.x, warp = tid / 32, lane = tid % 32;
   const int lo = me * p.slice_vecs;  // this CTA's slice of every unit: vectors [lo, lo + len)
@@ -175,10 +179,11 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   const int c_last = len > 0 ? (lo + len - 1) / p.channel_vecs : c_first;
   if (tid < kStreamPartBufs) arrived[tid] = 0;
   if (tid < 2) ready[tid] = 0;
-  if (tid == 0) published = applied = 0;
+  if (tid < kWarps) applied[tid] = 0;
+  if (tid == 0) published = 0;
   __syncthreads();  // the only CTA-wide barrier
   if (warp == kWarps) {
-    sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, ready, &applied}, me, len, c_first, c_last);
+    sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, ready, applied}, me, len, c_first, c_last);
     return;
   }
 
@@ -297,7 +302,7 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
       }
       if (ka == p.chunks - 1) {
         __syncwarp();  // every lane is done reading this unit's coefficients
-        if (lane == 0) atomicAdd(&applied, 1);
+        if (lane == 0) *static_cast<volatile int*>(applied + warp) = ua + 1;
       }
     }
   }
