@@ -42,7 +42,7 @@ def test_every_stream_row_has_a_plan_whose_slices_and_chunks_cover_each_group(ro
     assert plan is not None
     ctas, slice_vecs, chunks, chunk_vecs, lag, hints = plan
     group_vecs = (x.shape[1] // 32) * math.prod(x.shape[2:]) * elem // 16
-    assert ctas == SMS  # one CTA per SM (the 128 KB ring), every CTA resident
+    assert ctas == SMS  # one CTA per SM (the 192 KB ring), every CTA resident
     assert ctas * slice_vecs >= group_vecs > (ctas - 1) * (slice_vecs - 1)  # covered, no CTA more than one vector short
     assert chunk_vecs <= IMPL._STREAM_THREADS * IMPL._STREAM_UNROLL and slice_vecs <= chunks * chunk_vecs
     assert (chunks - 1) * chunk_vecs < slice_vecs  # no empty chunk
@@ -50,15 +50,15 @@ def test_every_stream_row_has_a_plan_whose_slices_and_chunks_cover_each_group(ro
     assert hints == IMPL._STREAM_HINTS
 
 
-def test_the_largest_group_is_read_in_nine_chunks_per_cta():
+def test_the_largest_group_is_read_in_five_chunks_per_cta():
     ctas, slice_vecs, chunks, chunk_vecs, lag, _ = _plan_for((1, 256, 17, 256, 256), 2)
-    # 17.8 MB per group over 132 CTAs: 8441 vectors each, nine passes of 512 threads x <= 2 vectors
-    assert (ctas, slice_vecs, chunks, chunk_vecs) == (132, 8441, 9, 938)
-    assert lag == 5  # 8 MB of lag at 132 x 938 x 16 bytes (1.98 MB) per chunk step
+    # 17.8 MB per group over 132 CTAs: 8441 vectors each, five passes of 512 threads x <= 4 vectors
+    assert (ctas, slice_vecs, chunks, chunk_vecs) == (132, 8441, 5, 1689)
+    assert lag == 3  # 8 MB of lag at 132 x 1689 x 16 bytes (3.57 MB) per chunk step
 
 
 def test_one_cta_per_sm_and_no_plan_beyond_the_sync_warps_merge():
-    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=2)[0] == SMS  # the 128 KB ring: one CTA per SM
+    assert _plan_for((1, 256, 17, 256, 256), 2, ctas_per_sm=2)[0] == SMS  # the 192 KB ring: one CTA per SM
     assert IMPL.stream_plan(32, 8 * 65536, 65536, 2, IMPL._STREAM_MAX_CTAS, 1) is not None
     assert IMPL.stream_plan(32, 8 * 65536, 65536, 2, IMPL._STREAM_MAX_CTAS + 1, 1) is None
 

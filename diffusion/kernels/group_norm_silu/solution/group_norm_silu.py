@@ -66,8 +66,8 @@ _RESIDENT_MAX_BYTES = 30 << 20
 _STREAM = True
 _STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h (data threads; a sync warp comes on top)
 _STREAM_MAX_CTAS = 256             # kStreamMaxCtas
-_STREAM_UNROLL = 2                 # kStreamUnroll: vectors per thread per chunk
-_STREAM_CTAS_PER_SM = 1            # at most (the 128 KB ring leaves room for one)
+_STREAM_UNROLL = 4                 # kStreamUnroll: vectors per thread per chunk
+_STREAM_CTAS_PER_SM = 1            # at most (the 192 KB ring leaves room for one)
 _STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus about this much x
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
 

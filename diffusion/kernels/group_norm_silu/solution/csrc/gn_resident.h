@@ -71,8 +71,8 @@ struct StreamParams {
   float eps;
 };
 
-constexpr int kStreamUnroll = 2;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
-constexpr int kStreamStages = 4;  // shared-memory ring: the step in use and three in flight
+constexpr int kStreamUnroll = 4;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
+constexpr int kStreamStages = 3;  // shared-memory ring (192 KB): the step in use and two in flight
 constexpr int kStreamSmem = kStreamStages * 2 * kStreamUnroll * kThreads * 16;
 constexpr int kStreamBlock = kThreads + 32;  // kThreads of data threads and one sync warp
 constexpr int kStreamPartBufs = 8;  // units of warp partials the data warps may run ahead of the sync warp

@@ -73,6 +73,12 @@ __device__ __forceinline__ Moments warp_merge(Moments m) {
   return m;
 }
 
+__device__ __forceinline__ float ex2_approx(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
+  return r;
+}
+
 __device__ __forceinline__ int load_volatile(const int* p) { return *static_cast<const volatile int*>(p); }
 
 // The sync warp: publishes the CTA's partial of each unit once its data warps have left theirs in shared memory,
@@ -194,54 +200,72 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   const int total = p.units * p.chunks;
   const int delay = p.chunks + p.lag;
   const int steps = total + delay;
+  // A slice within at most two channels (every stream row's: channels are tens of thousands of vectors) takes its
+  // coefficients from registers, chosen by one compare; otherwise one division per vector.
+  const bool two = c_last - c_first <= 1;
+  const int split = (c_first + 1) * p.channel_vecs - lo;  // first vector of the slice in channel c_first + 1
 
-  // Copies step s's chunks into ring stage s % NS; one commit group per step, empty or not (wait_group counts them).
-  auto issue = [&](int s) {
-    uint4* stage = ring + (s % NS) * 2 * U * kThreads;
-    if (s < total && len > 0) {
-      const int u = s / p.chunks, k = s - u * p.chunks;
-      const uint4* src = x + static_cast<int64_t>(u) * p.group_vecs + lo;
-      const int end = min((k + 1) * p.chunk_vecs, len);
-#pragma unroll
-      for (int i = 0; i < U; ++i) {
-        const int v = k * p.chunk_vecs + i * kThreads + tid;
-        if (v < end) cp_async16_hinted(stage + i * kThreads + tid, src + v, keep);
+  // Step positions, advanced without divisions: (unit, chunk) of the statistics and of the apply being copied
+  // (issue) and being computed (use).
+  struct Pos {
+    int u, k;
+    __device__ void next(int chunks) {
+      if (++k == chunks) {
+        k = 0;
+        ++u;
       }
     }
-    const int ta = s - delay;
-    if (ta >= 0 && ta < total && len > 0) {
-      const int u = ta / p.chunks, k = ta - u * p.chunks;
-      const uint4* src = x + static_cast<int64_t>(u) * p.group_vecs + lo;
-      const int end = min((k + 1) * p.chunk_vecs, len);
+  };
+  // Copies step s's chunks into ring stage s % NS; one commit group per step, empty or not (wait_group counts them).
+  Pos is = {0, 0}, ia = {0, 0};
+  int issued = 0;
+  auto issue = [&]() {
+    const int s = issued++;
+    uint4* stage = ring + (s % NS) * 2 * U * kThreads + tid;
+    if (s < total) {
+      if (len > 0) {
+        const int base = is.k * p.chunk_vecs + tid, end = min((is.k + 1) * p.chunk_vecs, len);
+        const uint4* src = x + static_cast<int64_t>(is.u) * p.group_vecs + lo;
 #pragma unroll
-      for (int i = 0; i < U; ++i) {
-        const int v = k * p.chunk_vecs + i * kThreads + tid;
-        if (v < end) cp_async16_hinted(stage + (U + i) * kThreads + tid, src + v, drop);
+        for (int i = 0; i < U; ++i)
+          if (base + i * kThreads < end) cp_async16_hinted(stage + i * kThreads, src + base + i * kThreads, keep);
       }
+      is.next(p.chunks);
+    }
+    if (s >= delay && s - delay < total) {
+      if (len > 0) {
+        const int base = ia.k * p.chunk_vecs + tid, end = min((ia.k + 1) * p.chunk_vecs, len);
+        const uint4* src = x + static_cast<int64_t>(ia.u) * p.group_vecs + lo;
+#pragma unroll
+        for (int i = 0; i < U; ++i)
+          if (base + i * kThreads < end)
+            cp_async16_hinted(stage + (U + i) * kThreads, src + base + i * kThreads, drop);
+      }
+      ia.next(p.chunks);
     }
     cp_async_commit();
   };
 
 #pragma unroll
-  for (int s = 0; s < NS - 1; ++s) issue(s);
+  for (int s = 0; s < NS - 1; ++s) issue();
 
   // This thread's running summary of the current statistics unit: elements about its first element `pivot`.
   float cnt = 0.f, pivot = 0.f, s1 = 0.f, s2 = 0.f;
+  // The apply's coefficients when `two`: z = x * a + c, and -z * log2(e) = x * na + nc, per channel of the slice.
+  float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
+  Pos us = {0, 0}, ua = {0, 0};
   for (int t = 0; t < steps; ++t) {
-    issue(t + NS - 1);
+    issue();
     cp_async_wait<NS - 1>();  // step t's copies (this thread's) have landed
-    const uint4* stage = ring + (t % NS) * 2 * U * kThreads;
+    const uint4* stage = ring + (t % NS) * 2 * U * kThreads + tid;
 
-    const bool stats = t < total;
-    const int us = stats ? t / p.chunks : 0, ks = t - us * p.chunks;
-    if (stats) {
-      const int end = min((ks + 1) * p.chunk_vecs, len);
+    if (t < total) {
+      const int base = us.k * p.chunk_vecs + tid, end = min((us.k + 1) * p.chunk_vecs, len);
 #pragma unroll
       for (int i = 0; i < U; ++i) {
-        const int v = ks * p.chunk_vecs + i * kThreads + tid;
-        if (v < end) {
+        if (base + i * kThreads < end) {
           float f[VE];
-          V::unpack(stage[i * kThreads + tid], f);
+          V::unpack(stage[i * kThreads], f);
           if (cnt == 0.f) pivot = f[0];
 #pragma unroll
           for (int e = 0; e < VE; ++e) {
@@ -252,16 +276,17 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
           cnt += VE;
         }
       }
-      if (ks == p.chunks - 1) {
-        // The warp's (count, mean, M2) of unit us, left for the sync warp once it has published unit us - bufs.
+      if (us.k == p.chunks - 1) {
+        // The warp's (count, mean, M2) of the unit, left for the sync warp once it has published the unit
+        // kStreamPartBufs before.
         const float mean_t = cnt > 0.f ? pivot + s1 / cnt : 0.f;
         const float m2_t = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
         const Moments m = warp_merge(Moments{cnt, mean_t, m2_t});
         cnt = s1 = s2 = 0.f;
         if (lane == 0) {
-          while (load_volatile(&published) <= us - kStreamPartBufs) {
+          while (load_volatile(&published) <= us.u - kStreamPartBufs) {
           }
-          const int b = us % kStreamPartBufs;
+          const int b = us.u % kStreamPartBufs;
           wpart[b][warp][0] = m.n;
           wpart[b][warp][1] = m.mean;
           wpart[b][warp][2] = m.m2;
@@ -269,41 +294,56 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
           atomicAdd(arrived + b, 1);
         }
       }
+      us.next(p.chunks);
     }
 
-    const int ta = t - delay;
-    if (ta >= 0 && len > 0) {
-      const int ua = ta / p.chunks, ka = ta - ua * p.chunks;
-      if (ka == 0) {
-        if (lane == 0) {
-          while (load_volatile(ready + ua % 2) != ua + 1) {
+    if (t >= delay) {
+      if (len > 0) {
+        const float2* cf = coef[ua.u % 2];
+        if (ua.k == 0) {
+          if (lane == 0) {
+            while (load_volatile(ready + ua.u % 2) != ua.u + 1) {
+            }
+            __threadfence_block();
           }
-          __threadfence_block();
-        }
-        __syncwarp();
-      }
-      const float2* cf = coef[ua % 2];
-      uint4* dst = y + static_cast<int64_t>(ua) * p.group_vecs + lo;
-      const int end = min((ka + 1) * p.chunk_vecs, len);
-#pragma unroll
-      for (int i = 0; i < U; ++i) {
-        const int v = ka * p.chunk_vecs + i * kThreads + tid;
-        if (v < end) {
-          const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
-          float f[VE];
-          V::unpack(stage[(U + i) * kThreads + tid], f);
-#pragma unroll
-          for (int e = 0; e < VE; ++e) {
-            const float z = fmaf(f[e], ac.x, ac.y);
-            f[e] = __fdividef(z, 1.f + __expf(-z));
+          __syncwarp();
+          if (two) {
+            constexpr float kLog2e = 1.4426950408889634f;
+            const float2 a0 = cf[0], a1 = cf[c_last - c_first];
+            k0 = make_float4(a0.x, a0.y, -a0.x * kLog2e, -a0.y * kLog2e);
+            k1 = make_float4(a1.x, a1.y, -a1.x * kLog2e, -a1.y * kLog2e);
           }
-          store_hinted(dst + v, V::pack(f), drop);
+        }
+        uint4* dst = y + static_cast<int64_t>(ua.u) * p.group_vecs + lo;
+        const int base = ua.k * p.chunk_vecs + tid, end = min((ua.k + 1) * p.chunk_vecs, len);
+#pragma unroll
+        for (int i = 0; i < U; ++i) {
+          const int v = base + i * kThreads;
+          if (v < end) {
+            float4 kc;
+            if (two) {
+              kc = v < split ? k0 : k1;
+            } else {
+              constexpr float kLog2e = 1.4426950408889634f;
+              const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
+              kc = make_float4(ac.x, ac.y, -ac.x * kLog2e, -ac.y * kLog2e);
+            }
+            float f[VE];
+            V::unpack(stage[(U + i) * kThreads], f);
+#pragma unroll
+            for (int e = 0; e < VE; ++e) {
+              const float z = fmaf(f[e], kc.x, kc.y);
+              f[e] = __fdividef(z, 1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+            }
+            store_hinted(dst + v, V::pack(f), drop);
+          }
+        }
+        if (ua.k == p.chunks - 1) {
+          __syncwarp();  // every lane is done reading this unit's coefficients
+          if (lane == 0) *static_cast<volatile int*>(applied + warp) = ua.u + 1;
         }
       }
-      if (ka == p.chunks - 1) {
-        __syncwarp();  // every lane is done reading this unit's coefficients
-        if (lane == 0) *static_cast<volatile int*>(applied + warp) = ua + 1;
-      }
+      ua.next(p.chunks);
     }
   }
   cp_async_wait<0>();
