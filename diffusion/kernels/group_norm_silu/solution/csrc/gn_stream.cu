@@ -81,6 +81,133 @@ __device__ __forceinline__ float ex2_approx(float v) {
 
 __device__ __forceinline__ int load_volatile(const int* p) { return *static_cast<const volatile int*>(p); }
 
+// The running (count, mean, M2) of one warp's share of a unit. Generic: per thread about its first element
+// (no E[x^2] - mean^2 cancellation), merged over the warp at the end.
+template <typename T>
+struct WarpStats {
+  static constexpr int VE = Vec<T>::VE;
+  float cnt = 0.f, pivot = 0.f, s1 = 0.f, s2 = 0.f;
+  __device__ void start(const uint4&, bool) {}
+  __device__ void add(const uint4& v, bool valid) {
+    if (!valid) return;
+    float f[VE];
+    Vec<T>::unpack(v, f);
+    if (cnt == 0.f) pivot = f[0];
+#pragma unroll
+    for (int e = 0; e < VE; ++e) {
+      const float d = f[e] - pivot;
+      s1 += d;
+      s2 = fmaf(d, d, s2);
+    }
+    cnt += VE;
+  }
+  __device__ Moments finish() {
+    const float mean = cnt > 0.f ? pivot + s1 / cnt : 0.f;
+    const float m2 = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
+    const Moments m = warp_merge(Moments{cnt, mean, m2});
+    cnt = s1 = s2 = 0.f;
+    return m;
+  }
+};
+
+// 16-bit x (v6e): the warp's sums on the tensor cores. One 16-byte vector per lane is a 16 x 16 tile X (lane l holds
+// the m16n8k16 A fragment: rows l/4 and l/4 + 8, columns 2 (l%4) + {0, 1} and + 8) of d = x - pivot (the pivot is
+// one element of the warp, in x's dtype: a rounding of d, not of the sums). Per tile: X times ones accumulates the
+// row sums (every column alike), X times X[0:8]^T and X times X[8:16]^T accumulate X X^T, whose diagonal holds the
+// row sums of squares; the B fragments of X^T are the A fragment's own registers. Three mma per 256 elements
+// instead of ~3 FP32 instructions per element (v6d was issue-bound: ncu, 0.67 warps issued per scheduler).
+template <typename T, unsigned kOnes>
+struct MmaStats {
+  float sum[4] = {0.f, 0.f, 0.f, 0.f}, q1[4] = {0.f, 0.f, 0.f, 0.f}, q2[4] = {0.f, 0.f, 0.f, 0.f};
+  float cnt = 0.f, pivot = 0.f;
+  unsigned pivot2 = 0u;  // the pivot twice, as x's 16-bit type
+
+  __device__ static unsigned sub2(unsigned a, unsigned b);
+  __device__ static float low_to_float(unsigned h);
+  __device__ static void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                             unsigned b1);
+
+  __device__ void start(const uint4& v, bool valid) {
+    const unsigned lanes = __ballot_sync(0xffffffffu, valid);
+    const unsigned h = __shfl_sync(0xffffffffu, v.x, lanes ? __ffs(lanes) - 1 : 0) & 0xffffu;
+    pivot2 = lanes ? (h | (h << 16)) : 0u;
+    pivot = low_to_float(pivot2);
+  }
+  __device__ void add(const uint4& v, bool valid) {
+    const unsigned lanes = __ballot_sync(0xffffffffu, valid);
+    if (lanes == 0u) return;
+    cnt += static_cast<float>(8 * __popc(lanes));
+    const unsigned a0 = valid ? sub2(v.x, pivot2) : 0u, a1 = valid ? sub2(v.y, pivot2) : 0u;
+    const unsigned a2 = valid ? sub2(v.z, pivot2) : 0u, a3 = valid ? sub2(v.w, pivot2) : 0u;
+    mma(sum, a0, a1, a2, a3, kOnes, kOnes);
+    mma(q1, a0, a1, a2, a3, a0, a2);
+    mma(q2, a0, a1, a2, a3, a1, a3);
+  }
+  __device__ Moments finish() {
+    const int lane = threadIdx.x % 32, row = lane / 4, col = 2 * (lane % 4);
+    // sum: every one of the 8 columns holds the row sums; squares: D1[r][r] (r < 8) and D2[r + 8][r].
+    float s = (sum[0] + sum[1] + sum[2] + sum[3]) * 0.125f;
+    float q = 0.f;
+    if (col == (row & ~1)) q = (row & 1) ? q1[1] + q2[3] : q1[0] + q2[2];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      q += __shfl_xor_sync(0xffffffffu, q, o);
+    }
+    const Moments m = {cnt, cnt > 0.f ? pivot + s / cnt : 0.f, cnt > 0.f ? fmaxf(q - s * (s / cnt), 0.f) : 0.f};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sum[j] = q1[j] = q2[j] = 0.f;
+    cnt = 0.f;
+    return m;
+  }
+};
+
+template <>
+__device__ __forceinline__ unsigned MmaStats<__half, 0x3C003C00u>::sub2(unsigned a, unsigned b) {
+  unsigned r;
+  asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <>
+__device__ __forceinline__ float MmaStats<__half, 0x3C003C00u>::low_to_float(unsigned h) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
+}
+template <>
+__device__ __forceinline__ void MmaStats<__half, 0x3C003C00u>::mma(float (&d)[4], unsigned a0, unsigned a1,
+                                                                  unsigned a2, unsigned a3, unsigned b0,
+                                                                  unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ unsigned MmaStats<__nv_bfloat16, 0x3F803F80u>::sub2(unsigned a, unsigned b) {
+  unsigned r;
+  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <>
+__device__ __forceinline__ float MmaStats<__nv_bfloat16, 0x3F803F80u>::low_to_float(unsigned h) {
+  return __uint_as_float(h << 16);
+}
+template <>
+__device__ __forceinline__ void MmaStats<__nv_bfloat16, 0x3F803F80u>::mma(float (&d)[4], unsigned a0, unsigned a1,
+                                                                         unsigned a2, unsigned a3, unsigned b0,
+                                                                         unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <>
+struct WarpStats<__half> : MmaStats<__half, 0x3C003C00u> {};
+template <>
+struct WarpStats<__nv_bfloat16> : MmaStats<__nv_bfloat16, 0x3F803F80u> {};
+
 // The sync warp: publishes the CTA's partial of each unit once its data warps have left theirs in shared memory,
 // and, for each unit, once every CTA has published, merges the partials into the (scale, shift) of this CTA's
 // channels. It never blocks: it polls both in turn, so neither waits on the other, and its fences and L2 round trips
@@ -249,8 +376,7 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 #pragma unroll
   for (int s = 0; s < NS - 1; ++s) issue();
 
-  // This thread's running summary of the current statistics unit: elements about its first element `pivot`.
-  float cnt = 0.f, pivot = 0.f, s1 = 0.f, s2 = 0.f;
+  WarpStats<T> acc;  // the warp's running summary of the current statistics unit
   // The apply's coefficients when `two`: z = x * a + c, and -z * log2(e) = x * na + nc, per channel of the slice.
   float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
   Pos us = {0, 0}, ua = {0, 0};
@@ -261,28 +387,13 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 
     if (t < total) {
       const int base = us.k * p.chunk_vecs + tid, end = min((us.k + 1) * p.chunk_vecs, len);
+      if (us.k == 0) acc.start(stage[0], base < end);
 #pragma unroll
-      for (int i = 0; i < U; ++i) {
-        if (base + i * kThreads < end) {
-          float f[VE];
-          V::unpack(stage[i * kThreads], f);
-          if (cnt == 0.f) pivot = f[0];
-#pragma unroll
-          for (int e = 0; e < VE; ++e) {
-            const float d = f[e] - pivot;
-            s1 += d;
-            s2 = fmaf(d, d, s2);
-          }
-          cnt += VE;
-        }
-      }
+      for (int i = 0; i < U; ++i) acc.add(stage[i * kThreads], base + i * kThreads < end);
       if (us.k == p.chunks - 1) {
         // The warp's (count, mean, M2) of the unit, left for the sync warp once it has published the unit
         // kStreamPartBufs before.
-        const float mean_t = cnt > 0.f ? pivot + s1 / cnt : 0.f;
-        const float m2_t = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
-        const Moments m = warp_merge(Moments{cnt, mean_t, m2_t});
-        cnt = s1 = s2 = 0.f;
+        const Moments m = acc.finish();
         if (lane == 0) {
           while (load_volatile(&published) <= us.u - kStreamPartBufs) {
           }
