@@ -79,6 +79,12 @@ __device__ __forceinline__ float ex2_approx(float v) {
   return r;
 }
 
+__device__ __forceinline__ float rcp_approx(float v) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
+  return r;
+}
+
 __device__ __forceinline__ int load_volatile(const int* p) { return *static_cast<const volatile int*>(p); }
 
 // The running (count, mean, M2) of one warp's share of a unit. Generic: per thread about its first element
@@ -387,9 +393,12 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 
     if (t < total) {
       const int base = us.k * p.chunk_vecs + tid, end = min((us.k + 1) * p.chunk_vecs, len);
-      if (us.k == 0) acc.start(stage[0], base < end);
+      uint4 w[U];  // one 16-byte shared-memory load each
 #pragma unroll
-      for (int i = 0; i < U; ++i) acc.add(stage[i * kThreads], base + i * kThreads < end);
+      for (int i = 0; i < U; ++i) w[i] = stage[i * kThreads];
+      if (us.k == 0) acc.start(w[0], base < end);
+#pragma unroll
+      for (int i = 0; i < U; ++i) acc.add(w[i], base + i * kThreads < end);
       if (us.k == p.chunks - 1) {
         // The warp's (count, mean, M2) of the unit, left for the sync warp once it has published the unit
         // kStreamPartBufs before.
@@ -439,12 +448,14 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
               const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
               kc = make_float4(ac.x, ac.y, -ac.x * kLog2e, -ac.y * kLog2e);
             }
+            const uint4 w = stage[(U + i) * kThreads];
             float f[VE];
-            V::unpack(stage[(U + i) * kThreads], f);
+            V::unpack(w, f);
 #pragma unroll
             for (int e = 0; e < VE; ++e) {
+              // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
               const float z = fmaf(f[e], kc.x, kc.y);
-              f[e] = __fdividef(z, 1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+              f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
             }
             store_hinted(dst + v, V::pack(f), drop);
           }
