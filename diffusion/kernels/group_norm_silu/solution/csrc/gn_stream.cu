@@ -19,6 +19,7 @@
 #include "gn_common.cuh"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace kda_gn {
 namespace {
@@ -87,6 +88,35 @@ __device__ __forceinline__ float rcp_approx(float v) {
 
 __device__ __forceinline__ int load_volatile(const int* p) { return *static_cast<const volatile int*>(p); }
 
+// A shared-memory mbarrier per coefficient buffer: the sync warp's 32 lanes arrive (release) once the buffer holds a
+// unit's coefficients; data warps wait on the phase's parity (acquire). try_wait suspends the waiting warp in
+// hardware (v6f's lane-0 spin on a flag issued a third of all instructions: ncu SourceCounters, 6ba run).
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+               "r"(count)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile(
+      "{\n .reg .b64 st;\n mbarrier.arrive.release.cta.shared::cta.b64 st, [%0];\n}\n" ::"r"(
+          static_cast<unsigned>(__cvta_generic_to_shared(bar)))
+      : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+  }
+}
+
 // The running (count, mean, M2) of one warp's share of a unit. Generic: per thread about its first element
 // (no E[x^2] - mean^2 cancellation), merged over the warp at the end.
 template <typename T>
@@ -107,6 +137,7 @@ struct WarpStats {
     }
     cnt += VE;
   }
+  __device__ void add_full(const uint4& v) { add(v, true); }
   __device__ Moments finish() {
     const float mean = cnt > 0.f ? pivot + s1 / cnt : 0.f;
     const float m2 = cnt > 0.f ? fmaxf(s2 - s1 * (s1 / cnt), 0.f) : 0.f;
@@ -145,6 +176,14 @@ struct MmaStats {
     cnt += static_cast<float>(8 * __popc(lanes));
     const unsigned a0 = valid ? sub2(v.x, pivot2) : 0u, a1 = valid ? sub2(v.y, pivot2) : 0u;
     const unsigned a2 = valid ? sub2(v.z, pivot2) : 0u, a3 = valid ? sub2(v.w, pivot2) : 0u;
+    mma(sum, a0, a1, a2, a3, kOnes, kOnes);
+    mma(q1, a0, a1, a2, a3, a0, a2);
+    mma(q2, a0, a1, a2, a3, a1, a3);
+  }
+  // Every lane's vector in the unit: no vote.
+  __device__ void add_full(const uint4& v) {
+    cnt += 256.f;
+    const unsigned a0 = sub2(v.x, pivot2), a1 = sub2(v.y, pivot2), a2 = sub2(v.z, pivot2), a3 = sub2(v.w, pivot2);
     mma(sum, a0, a1, a2, a3, kOnes, kOnes);
     mma(q1, a0, a1, a2, a3, a0, a2);
     mma(q2, a0, a1, a2, a3, a1, a3);
@@ -223,7 +262,7 @@ struct SyncState {
   float2 (*coef)[kMaxCpg];    // [2][channel of the slice]: y = silu(x * .x + .y)
   int* arrived;               // [kStreamPartBufs]: data warps whose partial of the buffer's unit is in wpart
   int* published;             // units whose CTA partial is published (data warps reuse wpart buffers behind it)
-  int* ready;                 // [2]: unit + 1 whose coefficients the coef buffer holds
+  uint64_t* coef_full;        // [2]: mbarrier of each coef buffer; phase k of buffer b completes with unit b + 2k
   int* applied;               // [data warp]: units whose apply the warp has finished (coef buffers are reused
                               // behind the slowest warp: warps drift apart by up to a unit)
 };
@@ -285,12 +324,7 @@ __device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, 
           const float a = rstd * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
           cf[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - m.mean * a);
         }
-        __syncwarp();
-        if (lane == 0) {
-          __threadfence_block();
-          *static_cast<volatile int*>(sh.ready + prep % 2) = prep + 1;
-        }
-        __syncwarp();
+        mbar_arrive(sh.coef_full + prep % 2);  // every lane: each releases its own coefficient stores
         ++prep;
         busy = true;
       }
@@ -305,10 +339,12 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   constexpr int VE = V::VE;
   constexpr int U = kStreamUnroll;
   constexpr int NS = kStreamStages;
+  constexpr int kStage = 2 * U * kThreads;  // vectors per ring stage
   extern __shared__ uint4 ring[];  // [NS][2 (statistics, apply)][U][kThreads]: each data thread's own slots
   __shared__ float wpart[kStreamPartBufs][kWarps][3];
   __shared__ float2 coef[2][kMaxCpg];
-  __shared__ int arrived[kStreamPartBufs], ready[2], published, applied[kWarps];
+  __shared__ uint64_t coef_full[2];
+  __shared__ int arrived[kStreamPartBufs], published, applied[kWarps];
 
   const int tid = threadIdx.x, me = blockIdx.x, warp = tid / 32, lane = tid % 32;
   const int lo = me * p.slice_vecs;  // this CTA's slice of every unit: vectors [lo, lo + len)
@@ -317,12 +353,16 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   const int c_first = lo / p.channel_vecs;  // the slice's channels within its group: c_first .. c_last
   const int c_last = len > 0 ? (lo + len - 1) / p.channel_vecs : c_first;
   if (tid < kStreamPartBufs) arrived[tid] = 0;
-  if (tid < 2) ready[tid] = 0;
   if (tid < kWarps) applied[tid] = 0;
-  if (tid == 0) published = 0;
+  if (tid == 0) {
+    published = 0;
+    mbar_init(coef_full, 32);
+    mbar_init(coef_full + 1, 32);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   __syncthreads();  // the only CTA-wide barrier
   if (warp == kWarps) {
-    sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, ready, applied}, me, len, c_first, c_last);
+    sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, coef_full, applied}, me, len, c_first, c_last);
     return;
   }
 
@@ -339,7 +379,7 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   const int split = (c_first + 1) * p.channel_vecs - lo;  // first vector of the slice in channel c_first + 1
 
   // Step positions, advanced without divisions: (unit, chunk) of the statistics and of the apply being copied
-  // (issue) and being computed (use).
+  // (issue) and being computed (use), and the ring stage.
   struct Pos {
     int u, k;
     __device__ void next(int chunks) {
@@ -349,30 +389,47 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
       }
     }
   };
+  // A chunk is `full` for this warp when all U vectors of each of its lanes are in the slice: the common case,
+  // compiled without a bound check per vector (v6f spent about a third of its non-waiting instructions on per-vector
+  // branches). Decided per warp (its last lane), so the statistics' mma.sync never diverges.
+  auto full = [&](int k) {
+    return k * p.chunk_vecs + (tid | 31) + (U - 1) * kThreads < min((k + 1) * p.chunk_vecs, len);
+  };
+
   // Copies step s's chunks into ring stage s % NS; one commit group per step, empty or not (wait_group counts them).
   Pos is = {0, 0}, ia = {0, 0};
-  int issued = 0;
+  int issued = 0, istage = 0;
   auto issue = [&]() {
     const int s = issued++;
-    uint4* stage = ring + (s % NS) * 2 * U * kThreads + tid;
+    uint4* stage = ring + istage * kStage + tid;
+    istage = istage == NS - 1 ? 0 : istage + 1;
     if (s < total) {
       if (len > 0) {
         const int base = is.k * p.chunk_vecs + tid, end = min((is.k + 1) * p.chunk_vecs, len);
-        const uint4* src = x + static_cast<int64_t>(is.u) * p.group_vecs + lo;
+        const uint4* src = x + (static_cast<int64_t>(is.u) * p.group_vecs + lo + base);
+        if (full(is.k)) {
 #pragma unroll
-        for (int i = 0; i < U; ++i)
-          if (base + i * kThreads < end) cp_async16_hinted(stage + i * kThreads, src + base + i * kThreads, keep);
+          for (int i = 0; i < U; ++i) cp_async16_hinted(stage + i * kThreads, src + i * kThreads, keep);
+        } else {
+#pragma unroll
+          for (int i = 0; i < U; ++i)
+            if (base + i * kThreads < end) cp_async16_hinted(stage + i * kThreads, src + i * kThreads, keep);
+        }
       }
       is.next(p.chunks);
     }
     if (s >= delay && s - delay < total) {
       if (len > 0) {
         const int base = ia.k * p.chunk_vecs + tid, end = min((ia.k + 1) * p.chunk_vecs, len);
-        const uint4* src = x + static_cast<int64_t>(ia.u) * p.group_vecs + lo;
+        const uint4* src = x + (static_cast<int64_t>(ia.u) * p.group_vecs + lo + base);
+        if (full(ia.k)) {
 #pragma unroll
-        for (int i = 0; i < U; ++i)
-          if (base + i * kThreads < end)
-            cp_async16_hinted(stage + (U + i) * kThreads, src + base + i * kThreads, drop);
+          for (int i = 0; i < U; ++i) cp_async16_hinted(stage + (U + i) * kThreads, src + i * kThreads, drop);
+        } else {
+#pragma unroll
+          for (int i = 0; i < U; ++i)
+            if (base + i * kThreads < end) cp_async16_hinted(stage + (U + i) * kThreads, src + i * kThreads, drop);
+        }
       }
       ia.next(p.chunks);
     }
@@ -386,10 +443,42 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   // The apply's coefficients when `two`: z = x * a + c, and -z * log2(e) = x * na + nc, per channel of the slice.
   float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
   Pos us = {0, 0}, ua = {0, 0};
+  int ustage = 0;
+
+  // One chunk's apply: y = silu(x * a + c) for this thread's vectors of ring stage `stage`.
+  auto apply = [&](const uint4* stage, uint4* dst, int base, int end, const float2* cf, auto full_tag) {
+    constexpr bool kFull = decltype(full_tag)::value;
+#pragma unroll
+    for (int i = 0; i < U; ++i) {
+      const int v = base + i * kThreads;
+      if (kFull || v < end) {
+        float4 kc;
+        if (two) {
+          kc = v < split ? k0 : k1;
+        } else {
+          constexpr float kLog2e = 1.4426950408889634f;
+          const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
+          kc = make_float4(ac.x, ac.y, -ac.x * kLog2e, -ac.y * kLog2e);
+        }
+        const uint4 w = stage[(U + i) * kThreads];
+        float f[VE];
+        V::unpack(w, f);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+          // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
+          const float z = fmaf(f[e], kc.x, kc.y);
+          f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+        }
+        store_hinted(dst + i * kThreads, V::pack(f), drop);
+      }
+    }
+  };
+
   for (int t = 0; t < steps; ++t) {
     issue();
     cp_async_wait<NS - 1>();  // step t's copies (this thread's) have landed
-    const uint4* stage = ring + (t % NS) * 2 * U * kThreads + tid;
+    const uint4* stage = ring + ustage * kStage + tid;
+    ustage = ustage == NS - 1 ? 0 : ustage + 1;
 
     if (t < total) {
       const int base = us.k * p.chunk_vecs + tid, end = min((us.k + 1) * p.chunk_vecs, len);
@@ -397,8 +486,13 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 #pragma unroll
       for (int i = 0; i < U; ++i) w[i] = stage[i * kThreads];
       if (us.k == 0) acc.start(w[0], base < end);
+      if (full(us.k)) {
 #pragma unroll
-      for (int i = 0; i < U; ++i) acc.add(w[i], base + i * kThreads < end);
+        for (int i = 0; i < U; ++i) acc.add_full(w[i]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < U; ++i) acc.add(w[i], base + i * kThreads < end);
+      }
       if (us.k == p.chunks - 1) {
         // The warp's (count, mean, M2) of the unit, left for the sync warp once it has published the unit
         // kStreamPartBufs before.
@@ -419,14 +513,9 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 
     if (t >= delay) {
       if (len > 0) {
-        const float2* cf = coef[ua.u % 2];
+        const float2* cf = coef[ua.u & 1];
         if (ua.k == 0) {
-          if (lane == 0) {
-            while (load_volatile(ready + ua.u % 2) != ua.u + 1) {
-            }
-            __threadfence_block();
-          }
-          __syncwarp();
+          mbar_wait(coef_full + (ua.u & 1), (ua.u >> 1) & 1);
           if (two) {
             constexpr float kLog2e = 1.4426950408889634f;
             const float2 a0 = cf[0], a1 = cf[c_last - c_first];
@@ -434,32 +523,12 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
             k1 = make_float4(a1.x, a1.y, -a1.x * kLog2e, -a1.y * kLog2e);
           }
         }
-        uint4* dst = y + static_cast<int64_t>(ua.u) * p.group_vecs + lo;
         const int base = ua.k * p.chunk_vecs + tid, end = min((ua.k + 1) * p.chunk_vecs, len);
-#pragma unroll
-        for (int i = 0; i < U; ++i) {
-          const int v = base + i * kThreads;
-          if (v < end) {
-            float4 kc;
-            if (two) {
-              kc = v < split ? k0 : k1;
-            } else {
-              constexpr float kLog2e = 1.4426950408889634f;
-              const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
-              kc = make_float4(ac.x, ac.y, -ac.x * kLog2e, -ac.y * kLog2e);
-            }
-            const uint4 w = stage[(U + i) * kThreads];
-            float f[VE];
-            V::unpack(w, f);
-#pragma unroll
-            for (int e = 0; e < VE; ++e) {
-              // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
-              const float z = fmaf(f[e], kc.x, kc.y);
-              f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
-            }
-            store_hinted(dst + v, V::pack(f), drop);
-          }
-        }
+        uint4* dst = y + (static_cast<int64_t>(ua.u) * p.group_vecs + lo + base);
+        if (full(ua.k))
+          apply(stage, dst, base, end, cf, std::true_type{});
+        else
+          apply(stage, dst, base, end, cf, std::false_type{});
         if (ua.k == p.chunks - 1) {
           __syncwarp();  // every lane is done reading this unit's coefficients
           if (lane == 0) *static_cast<volatile int*>(applied + warp) = ua.u + 1;
