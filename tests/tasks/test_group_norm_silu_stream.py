@@ -43,18 +43,20 @@ def test_every_stream_row_has_a_plan_whose_slices_and_chunks_cover_each_group(ro
     ctas, slice_vecs, chunks, chunk_vecs, lag, hints = plan
     group_vecs = (x.shape[1] // 32) * math.prod(x.shape[2:]) * elem // 16
     assert ctas == SMS  # one CTA per SM (the 192 KB ring), every CTA resident
-    assert ctas * slice_vecs >= group_vecs > (ctas - 1) * (slice_vecs - 1)  # covered, no CTA more than one vector short
-    assert chunk_vecs <= IMPL._STREAM_THREADS * IMPL._STREAM_UNROLL and slice_vecs <= chunks * chunk_vecs
-    assert (chunks - 1) * chunk_vecs < slice_vecs  # no empty chunk
+    assert ctas * slice_vecs >= group_vecs > ctas * (slice_vecs - 32)  # covered, no CTA a warp of vectors short
+    assert slice_vecs % 32 == 0  # slices start on 512-byte boundaries
+    assert chunk_vecs == IMPL._STREAM_THREADS * IMPL._STREAM_UNROLL  # full chunks but a slice's last
+    assert (chunks - 1) * chunk_vecs < slice_vecs <= chunks * chunk_vecs  # no empty chunk
     assert lag >= 1 and (lag - 1) * 16 * chunk_vecs * ctas < IMPL._STREAM_LAG_BYTES <= lag * 16 * chunk_vecs * ctas
     assert hints == IMPL._STREAM_HINTS
 
 
 def test_the_largest_group_is_read_in_five_chunks_per_cta():
     ctas, slice_vecs, chunks, chunk_vecs, lag, _ = _plan_for((1, 256, 17, 256, 256), 2)
-    # 17.8 MB per group over 132 CTAs: 8441 vectors each, five passes of 512 threads x <= 4 vectors
-    assert (ctas, slice_vecs, chunks, chunk_vecs) == (132, 8441, 5, 1689)
-    assert lag == 3  # 8 MB of lag at 132 x 1689 x 16 bytes (3.57 MB) per chunk step
+    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple); four full passes
+    # of 512 threads x 4 vectors and one of 256 vectors
+    assert (ctas, slice_vecs, chunks, chunk_vecs) == (132, 8448, 5, 2048)
+    assert lag == 2  # 8 MB of lag at 132 x 2048 x 16 bytes (4.3 MB) per chunk step
 
 
 def test_one_cta_per_sm_and_no_plan_beyond_the_sync_warps_merge():

@@ -379,9 +379,11 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
             or ctas > _STREAM_MAX_CTAS:
         return None
     group_vecs = group_elems * elem // 16
-    slice_vecs = cdiv(group_vecs, ctas)
-    chunks = cdiv(slice_vecs, _STREAM_THREADS * _STREAM_UNROLL)
-    chunk_vecs = cdiv(slice_vecs, chunks)
+    # Slices start on 512-byte boundaries (whole warps of vectors), and every chunk but a slice's last is full: the
+    # kernel runs full chunks without bound checks (v6g's evenly cut chunks of ~2.75 vectors per thread never were).
+    slice_vecs = cdiv(cdiv(group_vecs, ctas), 32) * 32
+    chunk_vecs = _STREAM_THREADS * _STREAM_UNROLL
+    chunks = cdiv(slice_vecs, chunk_vecs)
     lag = max(1, cdiv(_STREAM_LAG_BYTES, 16 * chunk_vecs * ctas))
     return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
 

@@ -446,14 +446,16 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   int ustage = 0;
 
   // One chunk's apply: y = silu(x * a + c) for this thread's vectors of ring stage `stage`.
-  auto apply = [&](const uint4* stage, uint4* dst, int base, int end, const float2* cf, auto full_tag) {
-    constexpr bool kFull = decltype(full_tag)::value;
+  // kFull and kTwo are template-level so that each of the four cases compiles without the others' work (v6g: nvcc
+  // hoisted the table path's division out of its branch and ran it for every vector).
+  auto apply = [&](const uint4* stage, uint4* dst, int base, int end, const float2* cf, auto full_tag, auto two_tag) {
+    constexpr bool kFull = decltype(full_tag)::value, kTwo = decltype(two_tag)::value;
 #pragma unroll
     for (int i = 0; i < U; ++i) {
       const int v = base + i * kThreads;
       if (kFull || v < end) {
         float4 kc;
-        if (two) {
+        if (kTwo) {
           kc = v < split ? k0 : k1;
         } else {
           constexpr float kLog2e = 1.4426950408889634f;
@@ -525,10 +527,17 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
         }
         const int base = ua.k * p.chunk_vecs + tid, end = min((ua.k + 1) * p.chunk_vecs, len);
         uint4* dst = y + (static_cast<int64_t>(ua.u) * p.group_vecs + lo + base);
-        if (full(ua.k))
-          apply(stage, dst, base, end, cf, std::true_type{});
-        else
-          apply(stage, dst, base, end, cf, std::false_type{});
+        if (full(ua.k)) {
+          if (two)
+            apply(stage, dst, base, end, cf, std::true_type{}, std::true_type{});
+          else
+            apply(stage, dst, base, end, cf, std::true_type{}, std::false_type{});
+        } else {
+          if (two)
+            apply(stage, dst, base, end, cf, std::false_type{}, std::true_type{});
+          else
+            apply(stage, dst, base, end, cf, std::false_type{}, std::false_type{});
+        }
         if (ua.k == p.chunks - 1) {
           __syncwarp();  // every lane is done reading this unit's coefficients
           if (lane == 0) *static_cast<volatile int*>(applied + warp) = ua.u + 1;
