@@ -133,7 +133,8 @@ def _group_norm_layouts():
     out.update({f"wait_{v // 64}k": {"_RESIDENT_BARRIER_VECS": v} for v in (0, 384, 1536)})
     # v6: the L2 stream kernel's lag (bytes of x between a unit's statistics and its apply beyond one unit), its
     # L2 hints, and v5d's path (the Triton split pass) above the resident limit
-    out.update({f"lag_{v >> 20}m": {"_STREAM_LAG_BYTES": v} for v in (2 << 20, 4 << 20, 16 << 20)})
+    out.update({f"lag_{v >> 20}m": {"_STREAM_LAG_BYTES": v} for v in (2 << 20, 4 << 20, 16 << 20, 24 << 20, 32 << 20)})
+    out.update({f"span_{v >> 20}m": {"_STREAM_L2_SPAN": v} for v in (32 << 20, 40 << 20)})
     out["no_hints"] = {"_STREAM_HINTS": 0}
     out["no_stream"] = {"_STREAM": False}
     out["default"] = {}

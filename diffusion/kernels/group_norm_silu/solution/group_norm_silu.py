@@ -68,7 +68,8 @@ _STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h (data thread
 _STREAM_MAX_CTAS = 256             # kStreamMaxCtas
 _STREAM_UNROLL = 4                 # kStreamUnroll: vectors per thread per chunk
 _STREAM_CTAS_PER_SM = 1            # at most (the 192 KB ring leaves room for one)
-_STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus about this much x
+_STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus at least this much x
+_STREAM_L2_SPAN = None             # if set, the lag grows to this many bytes less one group (x kept in the L2)
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
@@ -384,7 +385,10 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
     slice_vecs = cdiv(cdiv(group_vecs, ctas), 32) * 32
     chunk_vecs = _STREAM_THREADS * _STREAM_UNROLL
     chunks = cdiv(slice_vecs, chunk_vecs)
-    lag = max(1, cdiv(_STREAM_LAG_BYTES, 16 * chunk_vecs * ctas))
+    lag_bytes = _STREAM_LAG_BYTES
+    if _STREAM_L2_SPAN is not None:
+        lag_bytes = max(lag_bytes, _STREAM_L2_SPAN - group_vecs * 16)
+    lag = max(1, cdiv(lag_bytes, 16 * chunk_vecs * ctas))
     return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
 
 
