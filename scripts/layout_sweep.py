@@ -137,6 +137,7 @@ def _group_norm_layouts():
     out.update({f"span_{v >> 20}m": {"_STREAM_L2_SPAN": v} for v in (32 << 20, 40 << 20)})
     out["no_hints"] = {"_STREAM_HINTS": 0}
     out["no_stream"] = {"_STREAM": False}
+    out["stream_all"] = {"_STREAM_DTYPES": (torch.float16, torch.bfloat16, torch.float32)}
     out["default"] = {}
     return m, out
 

@@ -63,7 +63,12 @@ _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's D
 _RESIDENT_MAX_BYTES = 30 << 20
 # v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
 # each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
+# v6h (H200 graph replay, docs/profile/h200/layout-sweep/f132939-stream-span.json): 0.86x (fp16, c256 t5) to 1.03x
+# (c256 t17, lag 32 MB) against v5d's Triton split path on the large contiguous VAE rows, 1.16x on fp32 (c256 t5). A
+# slice's last chunk is a sliver on most rows (c512 t9: 2048 + 192 vectors), and the apply waits for the grid's
+# statistics at every group: see ledger L0020. So only fp32 takes it.
 _STREAM = True
+_STREAM_DTYPES = (torch.float32,)
 _STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h (data threads; a sync warp comes on top)
 _STREAM_MAX_CTAS = 256             # kStreamMaxCtas
 _STREAM_UNROLL = 4                 # kStreamUnroll: vectors per thread per chunk
@@ -417,7 +422,8 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) if _STREAM else None
+        sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
+            if _STREAM and x.dtype in _STREAM_DTYPES else None
         return fallback if sp is None else ("stream", sp, fallback)
     rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem)
     return fallback if rp is None else ("resident", rp, fallback)
