@@ -1,10 +1,19 @@
 """The comparator arms: the oracle's math run by PyTorch itself, eager or through torch.compile, cast to the outputs'
-dtypes. Shared by the worker and `kda profile` so both time the same thing."""
+dtypes. Shared by the worker and `kda profile` so both time the same thing.
+
+An oracle whose truth is wider than what a user would write (fp64 statistics for fp32 inputs) defines
+`peer_reference(row, inputs)` too: the same math in the inputs' working precision. The peers run that one, so
+they are timed as a PyTorch user would run them, not at fp64 rates."""
 from __future__ import annotations
 
 from typing import Callable
 
 import torch
+
+
+def peer_math(oracle) -> Callable:
+    """The function the peers run for an oracle module: its peer_reference if it has one, else its reference."""
+    return getattr(oracle, "peer_reference", None) or oracle.reference
 
 
 def peer_call(reference: Callable, row, inputs: dict, out_dtypes: dict, kind: str) -> Callable[[], dict]:

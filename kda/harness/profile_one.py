@@ -11,7 +11,7 @@ import torch
 
 from kda.task import Task
 from kda.vendor import load_entry_points, vendor_task
-from kda.harness.peers import peer_call
+from kda.harness.peers import peer_call, peer_math
 from kda.workloads import build_inputs, refill_inputs, trial_seed
 
 
@@ -36,7 +36,7 @@ def main(argv=None) -> None:
         solution = task.load_solution()
         call = lambda: ad.call_candidate(solution, row, inputs, out)  # noqa: E731
     else:
-        call = peer_call(task.oracle.reference, row, inputs, {k: t.dtype for k, t in out.items()}, args.arm)
+        call = peer_call(peer_math(task.oracle), row, inputs, {k: t.dtype for k, t in out.items()}, args.arm)
     for _ in range(args.warmup):
         call()
     torch.cuda.synchronize()

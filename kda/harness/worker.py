@@ -30,7 +30,7 @@ from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
 from kda.harness.checks import written_outside_views as _written_outside  # noqa: E402
 from kda.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
-from kda.harness.peers import peer_call  # noqa: E402
+from kda.harness.peers import peer_call, peer_math  # noqa: E402
 from kda.workloads import build_inputs, make_generator, refill_inputs, trial_seed  # noqa: E402
 
 ARM_ORDER = ("baseline", "candidate", "compile", "eager")
@@ -115,10 +115,11 @@ def _dtype_name(dt: torch.dtype) -> str:
 
 class RowRunner:
     def __init__(self, task: Task, args, upstream, solution, tamper: TamperWatch, forbidden: tuple[set, tuple],
-                 tripwire: Tripwire, reference):
+                 tripwire: Tripwire, reference, peer_reference):
         self.task, self.args, self.upstream, self.solution = task, args, upstream, solution
         self.tamper, self.forbidden, self.tripwire = tamper, forbidden, tripwire
         self.reference = reference  # the oracle's own function, bound before the candidate was imported
+        self.peer_reference = peer_reference  # what the peers run (peers.peer_math), bound at the same time
         self.cfg = task.cfg
         self.device = torch.device(args.device)
         self.gpu = self.device.type == "cuda"
@@ -164,7 +165,7 @@ class RowRunner:
         out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
         for kind in ("eager", "compile"):
             if kind in comparators:
-                arms[kind] = peer_call(self.reference, row, inputs, out_dtypes, kind)
+                arms[kind] = peer_call(self.peer_reference, row, inputs, out_dtypes, kind)
         self.arms = arms
 
     def destination_arm(self, name: str) -> bool:
@@ -436,8 +437,10 @@ def main(argv=None) -> None:
         from pathlib import Path
 
         tripwire = Tripwire()
-        reference = task.oracle.reference
+        reference, peer_reference = task.oracle.reference, peer_math(task.oracle)
         task.oracle.reference = tripwire.wrap(reference, "oracle.reference")
+        if hasattr(task.oracle, "peer_reference"):
+            task.oracle.peer_reference = tripwire.wrap(peer_reference, "oracle.peer_reference")
         for name, mod in list(sys.modules.items()):
             if name.startswith(task.cfg["upstream"]["package"] + ".") and str(getattr(mod, "__file__", "")).startswith(str(info.root)):
                 tripwire.arm_module(mod, str(info.root), name)
@@ -463,7 +466,8 @@ def main(argv=None) -> None:
         send({"type": "fatal", "error": traceback.format_exc()[-4000:]})
         return
 
-    runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference)
+    runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference,
+                       peer_reference)
     runner.baseline_skipped = skipped
     rows = {r.id: r for r in task.rows}
     for line in cmd_in:
