@@ -102,3 +102,34 @@ _CHUNKED_PROBE = textwrap.dedent("""
 def test_chunked_kernel_matches_layer_and_rms_norm(interpreted):
     """The wide-row kernel that holds a row as unpadded chunks, forced on small rows with and without a tail."""
     interpreted(_CHUNKED_PROBE)
+
+
+_MEAN_ULP_PROBE = textwrap.dedent("""
+    import torch
+    from kda.task import Task
+    sol = Task.load("norm_infer").load_solution()
+    # An fp32 LayerNorm row whose mean sits 0.4 ulp from the nearest fp32 value, and a weight of 3000 on the element
+    # nearest the mean: centring on an fp32-rounded mean puts the error times weight / std on that output.
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(1, 5120, generator=g, dtype=torch.float64) * 1e4).float()
+    def off(x):
+        m = x.double().mean()
+        return float((m - m.float().double()) / (torch.finfo(torch.float32).eps * 2 ** torch.floor(torch.log2(m.abs()))))
+    step = torch.nextafter(x[0, 0], torch.tensor(float("inf"))) - x[0, 0]
+    while abs(off(x)) < 0.4:
+        x[0, 0] += step
+    m = x.double().mean()
+    j = int((x.double() - m).abs().argmin())
+    w = torch.ones(5120)
+    w[j] = 3000.0
+    y = sol.norm_infer(x, w, torch.zeros(5120), 1e-6, False)
+    xc = x.double() - m
+    ref = xc / torch.sqrt((xc * xc).mean() + 1e-6) * w.double()
+    err = float(((y.double() - ref).abs() / (1e-5 + 1e-5 * ref.abs())).max())
+    assert err < 0.03, err  # centred on the fp32 mean: 0.079
+    print("ok")
+""")
+
+
+def test_fp32_rows_are_centred_on_the_unrounded_mean(interpreted):
+    interpreted(_MEAN_ULP_PROBE)

@@ -80,18 +80,28 @@ def _ld(xo, sxn, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _centred(v, mean, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr):
+def _sub(v, mean, CEN: tl.constexpr):
+    # x - mean with the mean held in CEN. For fp32 rows an fp32 mean is off by up to half its ulp (8e-6 near 140),
+    # and x_hat * weight carries that error times weight / std: with a Cauchy-tailed weight near 3000 that is a
+    # tenth of the fp32 tolerance on outputs near 0 (reg_ln_fp32_m16_n5120_large failed the 2x-baseline rule, H200).
+    if CEN == tl.float32:
+        return v - mean
+    return (v.to(CEN) - mean).to(tl.float32)
+
+
+@triton.jit
+def _centred(v, mean, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr, CEN: tl.constexpr):
     if MASKED:
         cols = j * C + tl.arange(0, C)
-        return tl.where(cols < N, v - mean, 0.0)
-    return v - mean
+        return tl.where(cols < N, _sub(v, mean, CEN), 0.0)
+    return _sub(v, mean, CEN)
 
 
 @triton.jit
 def _st(yo, v, mean, rstd, w_ptr, b_ptr, syn, j: tl.constexpr, N, C: tl.constexpr, MASKED: tl.constexpr,
-        HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+        HAS_W: tl.constexpr, HAS_B: tl.constexpr, CEN: tl.constexpr):
     cols = j * C + tl.arange(0, C)
-    y = (v - mean) * rstd
+    y = _sub(v, mean, CEN) * rstd
     if MASKED:
         cmask = cols < N
         if HAS_W:
@@ -138,6 +148,7 @@ def _row_norm_chunked_kernel(
     # fp32 rows (judged at 1e-5 against an fp64 oracle) take their sums in fp64, rounded once: summed in fp32, the
     # mean of a row near 1e4 drifted enough to fail the 2x-baseline error rule (reg_ln_fp32_m16_n5120_large).
     ACC: tl.constexpr = tl.float32 if FAST else tl.float64
+    CEN: tl.constexpr = tl.float32 if FAST or IS_RMS else tl.float64  # the mean's precision (see _sub)
     mean = 0.0
     if not IS_RMS:
         t = v0.to(ACC)
@@ -149,31 +160,31 @@ def _row_norm_chunked_kernel(
             t += v3.to(ACC)
         if K > 4:
             t += v4.to(ACC)
-        mean = (tl.sum(t, axis=0) / N).to(tl.float32)
-    c = _centred(v0, mean, 0, N, C, M0)
+        mean = tl.sum(t, axis=0) / N
+    c = _centred(v0, mean, 0, N, C, M0, CEN)
     q = (c * c).to(ACC)
     if K > 1:
-        c = _centred(v1, mean, 1, N, C, M1)
+        c = _centred(v1, mean, 1, N, C, M1, CEN)
         q += (c * c).to(ACC)
     if K > 2:
-        c = _centred(v2, mean, 2, N, C, M2)
+        c = _centred(v2, mean, 2, N, C, M2, CEN)
         q += (c * c).to(ACC)
     if K > 3:
-        c = _centred(v3, mean, 3, N, C, M3)
+        c = _centred(v3, mean, 3, N, C, M3, CEN)
         q += (c * c).to(ACC)
     if K > 4:
-        c = _centred(v4, mean, 4, N, C, M4)
+        c = _centred(v4, mean, 4, N, C, M4, CEN)
         q += (c * c).to(ACC)
     rstd = _rstd((tl.sum(q, axis=0) / N).to(tl.float32), eps, FAST)
-    _st(yo, v0, mean, rstd, w_ptr, b_ptr, syn, 0, N, C, M0, HAS_W, HAS_B)
+    _st(yo, v0, mean, rstd, w_ptr, b_ptr, syn, 0, N, C, M0, HAS_W, HAS_B, CEN)
     if K > 1:
-        _st(yo, v1, mean, rstd, w_ptr, b_ptr, syn, 1, N, C, M1, HAS_W, HAS_B)
+        _st(yo, v1, mean, rstd, w_ptr, b_ptr, syn, 1, N, C, M1, HAS_W, HAS_B, CEN)
     if K > 2:
-        _st(yo, v2, mean, rstd, w_ptr, b_ptr, syn, 2, N, C, M2, HAS_W, HAS_B)
+        _st(yo, v2, mean, rstd, w_ptr, b_ptr, syn, 2, N, C, M2, HAS_W, HAS_B, CEN)
     if K > 3:
-        _st(yo, v3, mean, rstd, w_ptr, b_ptr, syn, 3, N, C, M3, HAS_W, HAS_B)
+        _st(yo, v3, mean, rstd, w_ptr, b_ptr, syn, 3, N, C, M3, HAS_W, HAS_B, CEN)
     if K > 4:
-        _st(yo, v4, mean, rstd, w_ptr, b_ptr, syn, 4, N, C, M4, HAS_W, HAS_B)
+        _st(yo, v4, mean, rstd, w_ptr, b_ptr, syn, 4, N, C, M4, HAS_W, HAS_B, CEN)
 
 
 def _chunks(N: int):
