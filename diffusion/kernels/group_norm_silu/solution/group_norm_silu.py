@@ -1,4 +1,4 @@
-"""Candidate v5c for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v6 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -34,7 +34,10 @@ Design:
   program the apply programs merge them (no finalize launch).
 - v5: contiguous x on a GPU through a resident CUDA kernel (csrc/gn_resident.cu: a team of CTAs holds each group in
   shared memory, x read from DRAM once, one C++ launch); v5c keeps it for x up to _RESIDENT_MAX_BYTES only (the
-  sweep behind that limit is cited there).
+  sweep behind that limit is cited there); v5d: v4b's Triton paths above it and for channels_last.
+- v6: contiguous float32 x above _RESIDENT_MAX_BYTES through the L2 stream kernel (csrc/gn_stream.cu: one grid
+  streams every group, statistics read from DRAM, the apply's re-read served by the L2). Slower than v5d on the
+  16-bit rows (ledger L0020), so only float32 takes it (_STREAM_DTYPES).
 
 """
 import math
