@@ -137,6 +137,10 @@ def _group_norm_layouts():
     out.update({f"span_{v >> 20}m": {"_STREAM_L2_SPAN": v} for v in (32 << 20, 40 << 20)})
     out["no_hints"] = {"_STREAM_HINTS": 0}
     out["no_stream"] = {"_STREAM": False}
+    # v7: flat tiles (one contiguous run per tile) for groups of 8 and 16 channels too, at v4's flat layouts and
+    # around them (v3b tried flat groups before v4's flat tiles existed)
+    for lay in ((4096, 2, 8, 4, 4), (2048, 4, 8, 4, 4), (4096, 4, 8, 4, 8), (8192, 2, 16, 4, 8)):
+        out["flat_all_t{}_i{}_st{}_w{}{}".format(*lay)] = {"_FLAT_MAX_CPG": 1 << 10, "_SPLIT_FLAT": lay}
     out["stream_all"] = {"_STREAM_DTYPES": (torch.float16, torch.bfloat16, torch.float32)}
     out["default"] = {}
     return m, out
