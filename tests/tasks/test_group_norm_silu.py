@@ -91,6 +91,28 @@ print("ok")
 """
 
 
+_FLAT16_PROBE = r"""
+import torch, torch.nn.functional as F
+from kda.task import Task
+m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_plan"])
+g = torch.Generator().manual_seed(8)
+# Two groups of 16 channels x 4096 positions, at the module's own layouts: flat tiles (a 4096-element tile is one
+# channel's run, so each tile takes one w and b).
+x = torch.randn(1, 32, 1, 64, 64, generator=g) * 2 - 1
+w, b = torch.randn(32, generator=g), torch.randn(32, generator=g)
+plan = m._plan(x, w, b, 2)
+assert plan[0] == "split" and plan[3].constexprs[7], plan
+got = m.triton_group_norm_silu(x, w, b, 2, 1e-6)
+want = F.silu(F.group_norm(x.double(), 2, w.double(), b.double(), 1e-6))
+torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
+print("ok")
+"""
+
+
+def test_sixteen_channel_groups_take_flat_tiles(interpreted):
+    interpreted(_FLAT16_PROBE)
+
+
 def test_candidate_split_path_variants_match_torch(interpreted):
     """Flat or per-channel tiles, any tile sizes and warps of either pass, partials merged by a finalize launch or
     by the apply programs, contiguous or channels_last: the same y (Triton interpreter), also far from zero."""

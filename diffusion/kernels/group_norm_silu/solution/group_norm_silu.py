@@ -35,6 +35,7 @@ Design:
 - v5: contiguous x on a GPU through a resident CUDA kernel (csrc/gn_resident.cu: a team of CTAs holds each group in
   shared memory, x read from DRAM once, one C++ launch); v5c keeps it for x up to _RESIDENT_MAX_BYTES only (the
   sweep behind that limit is cited there); v5d: v4b's Triton paths above it and for channels_last.
+- v7: flat split tiles for contiguous groups of any channel count (_FLAT_MAX_CPG).
 - v6: contiguous float32 x above _RESIDENT_MAX_BYTES through the L2 stream kernel (csrc/gn_stream.cu: one grid
   streams every group, statistics read from DRAM, the apply's re-read served by the L2). Slower than v5d on the
   16-bit rows (ledger L0020), so only float32 takes it (_STREAM_DTYPES).
@@ -94,7 +95,11 @@ _TILE = 8192                 # elements per tile of the one-launch path
 _SPLIT_CONTIGUOUS = (2048, 4, 4, 4, 8)
 _SPLIT_CHANNEL_FAST = (8192, 4, 4, 8, 8)
 _SPLIT_FLAT = (4096, 2, 8, 4, 4)
-_FLAT_MAX_CPG = 4
+# v7: every group size (was <= 4 channels: v3b's flat tiles, before v4's, cost the 8- and 16-channel rows 3-8%). With
+# v4's flat layout, H200 graph replay (docs/profile/h200/layout-sweep/a50c8be-flat-all.json), 8/16-channel rows:
+# hyvae_c256_t5_96x256 64.7 -> 55.4 us, c512_t3_128x128 52.6 -> 46.5, c256_t17_96x256 177.5 -> 164.3,
+# c256_t5_256x256 139.8 -> 130.2, c512_t9_128x128 126.3 -> 118.9, c256_t17_256x256 429.9 -> 420.3.
+_FLAT_MAX_CPG = 1 << 10
 # v4: with at most this many partials per apply program (partials per group x groups per tile), the apply programs
 # merge them themselves and the finalize launch goes: two launches instead of three on the rows whose time is host
 # time (about 12 us per launch on an H200 host).
