@@ -115,11 +115,12 @@ def _dtype_name(dt: torch.dtype) -> str:
 
 class RowRunner:
     def __init__(self, task: Task, args, upstream, solution, tamper: TamperWatch, forbidden: tuple[set, tuple],
-                 tripwire: Tripwire, reference, peer_reference):
+                 tripwire: Tripwire, reference, peer_reference=None):
         self.task, self.args, self.upstream, self.solution = task, args, upstream, solution
         self.tamper, self.forbidden, self.tripwire = tamper, forbidden, tripwire
         self.reference = reference  # the oracle's own function, bound before the candidate was imported
-        self.peer_reference = peer_reference  # what the peers run (peers.peer_math), bound at the same time
+        # what the peers run (peers.peer_math), bound at the same time; the oracle's reference when it has no other
+        self.peer_reference = peer_reference or reference
         self.cfg = task.cfg
         self.device = torch.device(args.device)
         self.gpu = self.device.type == "cuda"
