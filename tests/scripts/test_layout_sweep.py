@@ -30,8 +30,10 @@ def test_every_variant_patches_existing_knobs(task):
             assert hasattr(mod, attr), f"{task} variant {name}: the candidate has no {attr}"
             old = getattr(mod, attr)
             assert callable(old) == callable(value), f"{task} variant {name}: {attr} changes kind"
-            if isinstance(old, tuple):
-                assert len(old) == len(value), f"{task} variant {name}: {attr} {value} vs {old}"
+            # A layout tuple (numbers by position) keeps its arity; a set of choices (dtypes) need not.
+            if isinstance(old, tuple) and all(isinstance(v, int) for v in old):
+                assert isinstance(value, tuple) and len(old) == len(value), \
+                    f"{task} variant {name}: {attr} {value} vs {old}"
 
 
 def test_group_norm_variants_cover_both_split_layouts():
