@@ -75,8 +75,9 @@ for flat in (0, 4):
         got = m.triton_group_norm_silu(x_off, w, b, 2, 1e-6)
         torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
 assert merged == {(True, True), (False, False)}, merged
-# channels_last_3d: one tile spans both groups, so a merging apply program merges the partials of both.
+# channels_last_3d, v7's tiles: one tile spans both groups, so a merging apply program merges the partials of both.
 x_cl = x_off.to(memory_format=torch.channels_last_3d)
+m._ROWS = False
 for merge_max in (0, 512):
     m._MERGE_IN_APPLY_MAX = merge_max
     m._plans.clear()
@@ -84,6 +85,24 @@ for merge_max in (0, 512):
     assert plan[0] == "split" and plan[3].constexprs[0] == 2 and (plan[2] is None) == (merge_max > 0), plan
     got = m.triton_group_norm_silu(x_cl, w, b, 2, 1e-6)
     torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
+# v8's row tiles: statistics over whole rows of channels, apply over [channel block, rows] tiles (blocks narrower
+# than, as wide as and wider than the 8 channels; a tail of rows), partials merged by a finalize launch or by the
+# apply programs; a batch of two.
+m._ROWS = True
+x_cl2 = torch.cat([x_off, x_off.flip(2) * 0.5 - 20.0]).to(memory_format=torch.channels_last_3d)
+want_cl2 = F.silu(F.group_norm(x_cl2.double(), 2, w.double(), b.double(), 1e-6))
+rows_seen = set()
+for lay, merge_max in (((4096, 8, 4, 64, 64, 4, 4), 64), ((1024, 3, 4, 4, 32, 3, 4), 0),
+                       ((256, 5, 2, 8, 16, 2, 2), 1 << 20)):
+    m._SPLIT_ROWS, m._ROWS_MERGE_MAX = lay, merge_max
+    m._plans.clear()
+    for xc, ref in ((x_cl, want_off), (x_cl2, want_cl2)):
+        plan = m._plan(xc, w, b, 2)
+        assert plan[0] == "split_rows", plan[0]
+        rows_seen.add((plan[2] is None, plan[3].constexprs[0]))
+        got = m.triton_group_norm_silu(xc, w, b, 2, 1e-6)
+        torch.testing.assert_close(got.double(), ref, atol=1e-3, rtol=1e-3)
+assert rows_seen == {(True, 8), (False, 4)}, rows_seen
 # flat on and off, and statistics tiles smaller than, equal to and larger than the apply tiles
 assert len(seen) == 6 and {f for f, _, _ in seen} == {True, False}, seen
 assert {(st > at) - (st < at) for _, st, at in seen} == {-1, 0, 1}, seen

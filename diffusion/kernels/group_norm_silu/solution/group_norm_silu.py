@@ -104,6 +104,15 @@ _FLAT_MAX_CPG = 1 << 10
 # merge them themselves and the finalize launch goes: two launches instead of three on the rows whose time is host
 # time (about 12 us per launch on an H200 host).
 _MERGE_IN_APPLY_MAX = 512
+# v8: channels_last x (C and C / G powers of two) through their own split kernels: statistics over [rows, C] tiles
+# of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128 registers a thread and ran at 24%
+# occupancy and ~2.4 TB/s, ncu hyvae_c256_t17_256x256_cl3d), and an apply over [channel block, rows] tiles that
+# writes runs of rows of y. (statistics elements per tile, tiles per program, warps; apply channels per tile, rows
+# per tile, tiles per program, warps)
+_ROWS = True
+_ROWS_MAX_C = 4096
+_SPLIT_ROWS = (4096, 8, 4, 64, 64, 4, 4)
+_ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
@@ -332,6 +341,111 @@ def _gn_apply_kernel(
                  ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, False)
 
 
+@triton.jit
+def _gn_rows_partial_stats_kernel(
+    x_ptr, pmean_ptr, pm2_ptr,
+    G, S, sxb, ss, NP, SPAN,
+    C: tl.constexpr, CPG: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr,
+):
+    """v8, channels_last: x of batch b is S rows of C contiguous channels (row stride ss). Program (p, b): every
+    group over rows p*SPAN .. +SPAN; a tile is [BLOCK_S, C] whole rows, so a warp reads contiguous bytes. Per
+    channel: sums of x - K_c and (x - K_c)^2 around the first tile's channel mean K_c, kept per lane until the end;
+    then (mean, M2) per channel, merged into each group's (equal counts: M2 = sum M2_c + n_c sum (mean_c - mean)^2).
+    Writes partials[(b * G + g) * NP + p] as the other split paths do."""
+    p = tl.program_id(0)
+    bidx = tl.program_id(1)
+    if WIDE:
+        x_base = x_ptr + bidx.to(tl.int64) * sxb
+    else:
+        x_base = x_ptr + bidx * sxb
+    c = tl.arange(0, C)[None, :]
+    r = tl.arange(0, BLOCK_S)[:, None]
+    s_begin = p * SPAN
+    s_end = tl.minimum(s_begin + SPAN, S)
+    s = s_begin + r
+    mask = (s < s_end) & (c < C)
+    if WIDE:
+        s = s.to(tl.int64)
+    x = tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32)
+    n0 = tl.minimum(s_end - s_begin, BLOCK_S).to(tl.float32)
+    pivot = tl.sum(x, axis=0) / n0
+    acc1 = tl.where(mask, x - pivot[None, :], 0.0)
+    acc2 = acc1 * acc1
+    for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
+        s = s0 + r
+        mask = (s < s_end) & (c < C)
+        if WIDE:
+            s = s.to(tl.int64)
+        x = tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32)
+        d = tl.where(mask, x - pivot[None, :], 0.0)
+        acc1 += d
+        acc2 += d * d
+    n_c = (s_end - s_begin).to(tl.float32)
+    s1 = tl.sum(acc1, axis=0)
+    s2 = tl.sum(acc2, axis=0)
+    mean_c = tl.reshape(pivot + s1 / n_c, (C // CPG, CPG))
+    m2_c = tl.reshape(tl.maximum(s2 - s1 * (s1 / n_c), 0.0), (C // CPG, CPG))
+    mean = tl.sum(mean_c, axis=1) / CPG
+    dm = mean_c - mean[:, None]
+    m2 = tl.sum(m2_c, axis=1) + n_c * tl.sum(dm * dm, axis=1)
+    g = tl.arange(0, C // CPG)
+    idx = (bidx * G + g) * NP + p
+    tl.store(pmean_ptr + idx, mean)
+    tl.store(pm2_ptr + idx, m2)
+
+
+@triton.jit
+def _gn_rows_apply_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, pmean_ptr, pm2_ptr,
+    G, C, S, CPG, sxb, ss, NP, SPAN, TILES, eps,
+    CBLK: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    MERGE: tl.constexpr, PBLOCK: tl.constexpr,
+):
+    """v8, channels_last: program (cb, t, b) normalises channels cb*CBLK .. +CBLK of rows t*TILES*BLOCK_S .. in
+    [CBLK, BLOCK_S] tiles: reads runs of CBLK channels, writes runs of BLOCK_S positions of the contiguous y (the
+    transpose goes through shared memory). Channel blocks are the fastest grid axis, so neighbouring programs read
+    the same rows of x. MERGE: each program merges its channels' groups' NP partials itself."""
+    cb = tl.program_id(0)
+    # Row blocks in the reverse order of the statistics pass: the rows it read last are still in L2.
+    t = tl.num_programs(1) - 1 - tl.program_id(1)
+    bidx = tl.program_id(2)
+    if WIDE:
+        x_base = x_ptr + bidx.to(tl.int64) * sxb
+        y_base = y_ptr + bidx.to(tl.int64) * C * S
+    else:
+        x_base = x_ptr + bidx * sxb
+        y_base = y_ptr + bidx * C * S
+    c = cb * CBLK + tl.arange(0, CBLK)
+    rows = bidx * G + c // CPG
+    if MERGE:
+        mean, rstd = _merge_partials(pmean_ptr, pm2_ptr, rows, c < C, S, CPG, NP, SPAN, eps, CBLK, PBLOCK)
+    else:
+        mean = tl.load(stats_ptr + rows * 2)
+        rstd = tl.load(stats_ptr + rows * 2 + 1)
+    mean2 = mean[:, None]
+    rstd2 = rstd[:, None]
+    if HAS_W:
+        w2 = tl.load(w_ptr + c).to(tl.float32)[:, None]
+    if HAS_B:
+        b2 = tl.load(b_ptr + c).to(tl.float32)[:, None]
+    c2 = c[:, None]
+    if WIDE:
+        c2 = c2.to(tl.int64)
+    for i in range(TILES):
+        s = (t * TILES + i) * BLOCK_S + tl.arange(0, BLOCK_S)[None, :]
+        mask = (s < S) & (c2 < C)
+        if WIDE:
+            s = s.to(tl.int64)
+        x = tl.load(x_base + s * ss + c2, mask=mask, other=0.0).to(tl.float32)
+        z = (x - mean2) * rstd2
+        if HAS_W:
+            z = z * w2
+        if HAS_B:
+            z = z + b2
+        y = z * tl.sigmoid(z)
+        tl.store(y_base + c2 * S + s, y.to(y_base.dtype.element_ty), mask=mask)
+
+
 def _spatial_layout(x):
     """(S2, S3, ss1, ss2, ss3, collapsed): the spatial dims of x merged where memory allows, as at most three
     (sizes S1 x S2 x S3, strides ss1, ss2, ss3); collapsed means one dim (index s at stride ss3)."""
@@ -474,6 +588,10 @@ def _triton_plan(x, weight, bias, G):
 
     # Split pass. Channel-fast layouts (channels_last) take every group in one tile; others one group per tile.
     channel_fast = sxc == 1 and collapsed
+    f32 = torch.float32
+    if (channel_fast and _ROWS and C == next_pow2(C) and CPG == next_pow2(CPG) and C <= _ROWS_MAX_C
+            and B <= 65535):
+        return _rows_plan(x, B, C, G, CPG, S, sxb, ss3, wide, dt, has_w, has_b)
     gpb = next_pow2(G) if channel_fast else 1
     ngb = cdiv(G, gpb)
     layout = _SPLIT_CHANNEL_FAST if channel_fast else _SPLIT_CONTIGUOUS
@@ -490,7 +608,6 @@ def _triton_plan(x, weight, bias, G):
     n_part = cdiv(S, span)
     grid = (n_part, B * ngb, 1)
     stats_block_s = next_pow2(cdiv(span, stats_tiles))
-    f32 = torch.float32
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
                    (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
     merge = n_part * gpb <= _MERGE_IN_APPLY_MAX
@@ -500,6 +617,27 @@ def _triton_plan(x, weight, bias, G):
                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1),
                  apply_warps)
     return ("split", partial, finalize, apply, B * G * n_part, B * G)
+
+
+def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
+    """v8's split pass for channels_last x (rows of C contiguous channels): ("split_rows", partial, finalize or
+    None, apply, n_partials, n_groups)."""
+    st_tile, st_iters, st_warps, cblk, ap_s, ap_tiles, ap_warps = _SPLIT_ROWS
+    f32 = torch.float32
+    block_s = max(1, st_tile // C)
+    span = block_s * st_iters
+    n_part = cdiv(S, span)
+    partial = Plan((n_part, B, 1), (x.dtype, f32, f32), (G, S, sxb, ss, n_part, span), (C, CPG, block_s, wide),
+                   st_warps)
+    merge = n_part <= _ROWS_MERGE_MAX
+    finalize = None if merge else Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span),
+                                       (min(1024, next_pow2(n_part)),), 4)
+    cblk = min(cblk, C)
+    tiles = max(ap_tiles, cdiv(S, ap_s * 65535))  # the grid's second axis holds at most 65535 row blocks
+    apply = Plan((C // cblk, cdiv(S, ap_s * tiles), B), dt + (f32, f32, f32),
+                 (G, C, S, CPG, sxb, ss, n_part, span, tiles),
+                 (cblk, ap_s, wide, has_w, has_b, merge, min(16, next_pow2(n_part)) if merge else 1), ap_warps)
+    return ("split_rows", partial, finalize, apply, B * G * n_part, B * G)
 
 
 # Plans by input signature: v1's split path cost ~80 us of host time per call (three plans and three allocations
@@ -533,14 +671,16 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     if plan[0] == "fused":
         _launch_fused.run(plan[1], (x, w_arg, b_arg, out), (float(eps),))
         return out
-    _, partial, finalize, apply, n, groups = plan
+    kind, partial, finalize, apply, n, groups = plan
     # One allocation for the partial means, partial M2 and the per-group (mean, rstd).
     ws = torch.empty((2 * n + 2 * groups,), dtype=torch.float32, device=x.device)
     pmean, pm2, stats = ws[:n], ws[n:2 * n], ws[2 * n:]
-    _launch_partial.run(partial, (x, pmean, pm2), ())
+    rows = kind == "split_rows"
+    (_launch_rows_partial if rows else _launch_partial).run(partial, (x, pmean, pm2), ())
     if finalize is not None:
         _launch_finalize.run(finalize, (pmean, pm2, stats), (float(eps),))
-    _launch_apply.run(apply, (x, w_arg, b_arg, out, stats, pmean, pm2), (float(eps),))
+    (_launch_rows_apply if rows else _launch_apply).run(apply, (x, w_arg, b_arg, out, stats, pmean, pm2),
+                                                        (float(eps),))
     return out
 
 
@@ -548,6 +688,8 @@ _launch_fused = LaunchCache(_gn_silu_fused_kernel)
 _launch_partial = LaunchCache(_gn_partial_stats_kernel)
 _launch_finalize = LaunchCache(_gn_finalize_kernel)
 _launch_apply = LaunchCache(_gn_apply_kernel)
+_launch_rows_partial = LaunchCache(_gn_rows_partial_stats_kernel)
+_launch_rows_apply = LaunchCache(_gn_rows_apply_kernel)
 
 
 def triton_group_norm_silu(x, weight, bias, num_groups, eps=1e-5, *, out=None):
