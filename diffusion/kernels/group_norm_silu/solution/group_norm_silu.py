@@ -107,11 +107,12 @@ _MERGE_IN_APPLY_MAX = 512
 # v8: channels_last x (C and C / G powers of two) through their own split kernels: statistics over [rows, C] tiles
 # of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128 registers a thread and ran at 24%
 # occupancy and ~2.4 TB/s, ncu hyvae_c256_t17_256x256_cl3d), and an apply over [channel block, rows] tiles that
-# writes runs of rows of y. (statistics elements per tile, tiles per program, warps; apply channels per tile, rows
-# per tile, tiles per program, warps)
+# writes runs of rows of y. (statistics rows per tile, tiles per program (at most), 16-byte vectors per lane along a
+# row (sets the warps); apply channels per tile, rows per tile, tiles per program, warps)
 _ROWS = True
 _ROWS_MAX_C = 4096
-_SPLIT_ROWS = (4096, 8, 4, 64, 64, 4, 4)
+_SPLIT_ROWS = (16, 16, 1, 128, 128, 1, 8)
+_ROWS_MIN_PROGRAMS = 512     # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
@@ -348,10 +349,12 @@ def _gn_rows_partial_stats_kernel(
     C: tl.constexpr, CPG: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr,
 ):
     """v8, channels_last: x of batch b is S rows of C contiguous channels (row stride ss). Program (p, b): every
-    group over rows p*SPAN .. +SPAN; a tile is [BLOCK_S, C] whole rows, so a warp reads contiguous bytes. Per
-    channel: sums of x - K_c and (x - K_c)^2 around the first tile's channel mean K_c, kept per lane until the end;
-    then (mean, M2) per channel, merged into each group's (equal counts: M2 = sum M2_c + n_c sum (mean_c - mean)^2).
-    Writes partials[(b * G + g) * NP + p] as the other split paths do."""
+    group over rows p*SPAN .. +SPAN in [BLOCK_S, C] tiles of whole rows. Launched with as few warps as cover one
+    row (16 bytes a lane), so a lane holds the same channels of every row of a tile and the column sums of x - K_c
+    and (x - K_c)^2 (K_c: the first tile's channel mean) are taken in registers every tile: no per-element
+    accumulators, registers left for loads in flight. Then (mean, M2) per channel, merged into each group's (equal
+    counts: M2 = sum M2_c + n_c sum (mean_c - mean)^2). Writes partials[(b * G + g) * NP + p] as the other split
+    paths do."""
     p = tl.program_id(0)
     bidx = tl.program_id(1)
     if WIDE:
@@ -369,8 +372,9 @@ def _gn_rows_partial_stats_kernel(
     x = tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32)
     n0 = tl.minimum(s_end - s_begin, BLOCK_S).to(tl.float32)
     pivot = tl.sum(x, axis=0) / n0
-    acc1 = tl.where(mask, x - pivot[None, :], 0.0)
-    acc2 = acc1 * acc1
+    d = tl.where(mask, x - pivot[None, :], 0.0)
+    s1 = tl.sum(d, axis=0)
+    s2 = tl.sum(d * d, axis=0)
     for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
         s = s0 + r
         mask = (s < s_end) & (c < C)
@@ -378,11 +382,9 @@ def _gn_rows_partial_stats_kernel(
             s = s.to(tl.int64)
         x = tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32)
         d = tl.where(mask, x - pivot[None, :], 0.0)
-        acc1 += d
-        acc2 += d * d
+        s1 += tl.sum(d, axis=0)
+        s2 += tl.sum(d * d, axis=0)
     n_c = (s_end - s_begin).to(tl.float32)
-    s1 = tl.sum(acc1, axis=0)
-    s2 = tl.sum(acc2, axis=0)
     mean_c = tl.reshape(pivot + s1 / n_c, (C // CPG, CPG))
     m2_c = tl.reshape(tl.maximum(s2 - s1 * (s1 / n_c), 0.0), (C // CPG, CPG))
     mean = tl.sum(mean_c, axis=1) / CPG
@@ -622,11 +624,14 @@ def _triton_plan(x, weight, bias, G):
 def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
     """v8's split pass for channels_last x (rows of C contiguous channels): ("split_rows", partial, finalize or
     None, apply, n_partials, n_groups)."""
-    st_tile, st_iters, st_warps, cblk, ap_s, ap_tiles, ap_warps = _SPLIT_ROWS
+    block_s, st_iters, cpw, cblk, ap_s, ap_tiles, ap_warps = _SPLIT_ROWS
     f32 = torch.float32
-    block_s = max(1, st_tile // C)
-    span = block_s * st_iters
+    # Fewer tiles per program when that leaves too few programs to fill the machine (small x).
+    iters = max(1, min(st_iters, S // (block_s * _ROWS_MIN_PROGRAMS)))
+    span = block_s * iters
     n_part = cdiv(S, span)
+    # Warps side by side along the channels, none along the rows: a tile's column sums stay inside each lane.
+    st_warps = max(1, min(8, C * x.element_size() // (16 * 32 * cpw)))
     partial = Plan((n_part, B, 1), (x.dtype, f32, f32), (G, S, sxb, ss, n_part, span), (C, CPG, block_s, wide),
                    st_warps)
     merge = n_part <= _ROWS_MERGE_MAX
