@@ -142,18 +142,19 @@ def _group_norm_layouts():
     for lay in ((4096, 2, 8, 4, 4), (2048, 4, 8, 4, 4), (4096, 4, 8, 4, 8), (8192, 2, 16, 4, 8)):
         out["flat_all_t{}_i{}_st{}_w{}{}".format(*lay)] = {"_FLAT_MAX_CPG": 1 << 10, "_SPLIT_FLAT": lay}
     out["stream_all"] = {"_STREAM_DTYPES": (torch.float16, torch.bfloat16, torch.float32)}
-    # v8: channels_last x through the row kernels (v7's channel-fast tiles as `rows_off`): the statistics' rows per
-    # tile, tiles per program and 16-byte vectors per lane along a row; the apply's channel block, rows per tile,
-    # tiles per program and warps; merging in the apply never or up to 256 partials per group; the program count
-    # under which statistics programs take fewer tiles
+    # v8: channels_last x through the row kernels (v7's channel-fast tiles as `rows_off`): the statistics' elements
+    # per lane and tile, tiles per program and 16-byte vectors per lane along a row; the apply's channel block, rows
+    # per tile, tiles per program and warps; merging in the apply never or up to 256 partials per group; the program
+    # count under which statistics programs take fewer tiles. (5944fc2's sweep named statistics layouts by rows per
+    # tile: rows_st16_i16_v1 there is 16 rows.)
     out["rows_off"] = {"_ROWS": False}
     d = m._SPLIT_ROWS
-    for st in ((8, 16, 1), (16, 8, 1), (16, 32, 1), (32, 16, 1), (32, 8, 1), (16, 16, 2)):
+    for st in ((64, 16, 1), (256, 16, 1), (128, 8, 1), (128, 32, 1), (128, 16, 2)):
         out["rows_st{}_i{}_v{}".format(*st)] = {"_SPLIT_ROWS": st + d[3:]}
     for ap in ((64, 64, 4, 4), (128, 128, 2, 8), (64, 128, 2, 4), (128, 64, 2, 8)):
         out["rows_ap{}x{}_t{}_w{}".format(*ap)] = {"_SPLIT_ROWS": d[:3] + ap}
     out.update({f"rows_merge_{k}": {"_ROWS_MERGE_MAX": k} for k in (0, 256)})
-    out.update({f"rows_min_programs_{k}": {"_ROWS_MIN_PROGRAMS": k} for k in (128, 2048)})
+    out.update({f"rows_min_programs_{k}": {"_ROWS_MIN_PROGRAMS": k} for k in (512, 8192)})
     out["default"] = {}
     return m, out
 

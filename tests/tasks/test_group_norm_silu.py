@@ -92,8 +92,8 @@ m._ROWS = True
 x_cl2 = torch.cat([x_off, x_off.flip(2) * 0.5 - 20.0]).to(memory_format=torch.channels_last_3d)
 want_cl2 = F.silu(F.group_norm(x_cl2.double(), 2, w.double(), b.double(), 1e-6))
 rows_seen = set()
-for lay, merge_max in (((16, 16, 1, 64, 64, 4, 4), 64), ((128, 3, 1, 4, 32, 3, 4), 0),
-                       ((32, 5, 2, 8, 16, 2, 2), 1 << 20)):
+for lay, merge_max in (((128, 16, 1, 64, 64, 4, 4), 64), ((512, 3, 1, 4, 32, 3, 4), 0),
+                       ((64, 5, 2, 8, 16, 2, 2), 1 << 20)):
     m._SPLIT_ROWS, m._ROWS_MERGE_MAX = lay, merge_max
     m._plans.clear()
     for xc, ref in ((x_cl, want_off), (x_cl2, want_cl2)):

@@ -107,12 +107,16 @@ _MERGE_IN_APPLY_MAX = 512
 # v8: channels_last x (C and C / G powers of two) through their own split kernels: statistics over [rows, C] tiles
 # of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128 registers a thread and ran at 24%
 # occupancy and ~2.4 TB/s, ncu hyvae_c256_t17_256x256_cl3d), and an apply over [channel block, rows] tiles that
-# writes runs of rows of y. (statistics rows per tile, tiles per program (at most), 16-byte vectors per lane along a
-# row (sets the warps); apply channels per tile, rows per tile, tiles per program, warps)
+# writes runs of rows of y. (statistics elements per lane and tile (sets the rows per tile), tiles per program (at
+# most), 16-byte vectors per lane along a row (sets the warps); apply channels per tile, rows per tile, tiles per
+# program, warps.) H100 sweeps, graph replay (docs/profile/h100/layout-sweep/330d064-rows.json, 5944fc2-rows.json):
+# 128 x 128 apply tiles of 8 warps best on every row above 100 MB (c256_t17_256x256 387 us against 412-414 for 64 x
+# 64); statistics best at 16 rows of C = 256 or 512 and 32 rows of C = 128 (128 elements per lane: c128_t17_256x256
+# 107 us against 141 at 16 rows), and with at least 2048 programs (c256_t5_96x256 29 against 37 us at 512).
 _ROWS = True
 _ROWS_MAX_C = 4096
-_SPLIT_ROWS = (16, 16, 1, 128, 128, 1, 8)
-_ROWS_MIN_PROGRAMS = 512     # statistics programs per batch below which a program takes fewer tiles
+_SPLIT_ROWS = (128, 16, 1, 128, 128, 1, 8)
+_ROWS_MIN_PROGRAMS = 2048    # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
@@ -624,14 +628,16 @@ def _triton_plan(x, weight, bias, G):
 def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
     """v8's split pass for channels_last x (rows of C contiguous channels): ("split_rows", partial, finalize or
     None, apply, n_partials, n_groups)."""
-    block_s, st_iters, cpw, cblk, ap_s, ap_tiles, ap_warps = _SPLIT_ROWS
+    lane_elems, st_iters, cpw, cblk, ap_s, ap_tiles, ap_warps = _SPLIT_ROWS
     f32 = torch.float32
+    # Warps side by side along the channels, none along the rows: a tile's column sums stay inside each lane. Rows
+    # per tile: `lane_elems` elements of x per lane.
+    st_warps = max(1, min(8, C * x.element_size() // (16 * 32 * cpw)))
+    block_s = max(1, lane_elems * 32 * st_warps // C)
     # Fewer tiles per program when that leaves too few programs to fill the machine (small x).
     iters = max(1, min(st_iters, S // (block_s * _ROWS_MIN_PROGRAMS)))
     span = block_s * iters
     n_part = cdiv(S, span)
-    # Warps side by side along the channels, none along the rows: a tile's column sums stay inside each lane.
-    st_warps = max(1, min(8, C * x.element_size() // (16 * 32 * cpw)))
     partial = Plan((n_part, B, 1), (x.dtype, f32, f32), (G, S, sxb, ss, n_part, span), (C, CPG, block_s, wide),
                    st_warps)
     merge = n_part <= _ROWS_MERGE_MAX
