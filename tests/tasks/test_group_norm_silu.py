@@ -136,3 +136,50 @@ def test_candidate_split_path_variants_match_torch(interpreted):
     """Flat or per-channel tiles, any tile sizes and warps of either pass, partials merged by a finalize launch or
     by the apply programs, contiguous or channels_last: the same y (Triton interpreter), also far from zero."""
     interpreted(_SPLIT_PROBE)
+
+
+def _module():
+    return __import__(TASK.load_solution().__name__ + ".group_norm_silu", fromlist=["_triton_plan"])
+
+
+def test_channels_last_row_plans_cover_x_with_warps_along_the_channels():
+    """v8's plan for channels_last x: statistics tiles of whole rows whose warps sit side by side along the channels
+    (a lane's rows are its own, so the column sums need no shared memory), programs that cover every row once, and
+    apply tiles that cover every channel and row; other layouts and channel counts keep the other paths."""
+    m = _module()
+    lane_elems, max_iters = m._SPLIT_ROWS[0], m._SPLIT_ROWS[1]
+    for shape, dtype in (((1, 256, 17, 256, 256), torch.float16), ((1, 128, 5, 96, 80), torch.float16),
+                         ((1, 512, 9, 128, 128), torch.float16), ((2, 512, 3, 48, 40), torch.float32),
+                         ((1, 64, 5, 96, 96), torch.bfloat16)):
+        x = torch.empty(shape, dtype=dtype).to(memory_format=torch.channels_last_3d)
+        C, S = shape[1], math.prod(shape[2:])
+        w = torch.empty(C, dtype=dtype)
+        plan = m._triton_plan(x, w, w, 32)
+        assert plan[0] == "split_rows", (shape, plan[0])
+        partial, finalize, apply, n, groups = plan[1:]
+        n_part, span = partial.ints[4], partial.ints[5]
+        c, cpg, block_s, wide = partial.constexprs
+        assert (c, cpg, wide) == (C, C // 32, False)
+        lanes = 32 * partial.num_warps
+        assert lanes * 16 // x.element_size() <= max(C, 32 * 16 // x.element_size()), (shape, partial.num_warps)
+        assert block_s * C == lane_elems * lanes and span % block_s == 0 and span // block_s <= max_iters
+        assert n_part == partial.grid[0] and (n_part - 1) * span < S <= n_part * span and partial.grid[1] == shape[0]
+        assert n == shape[0] * 32 * n_part and groups == shape[0] * 32
+        assert (finalize is None) == (n_part <= m._ROWS_MERGE_MAX)
+        cblk, rows = apply.constexprs[0], apply.constexprs[1]
+        tiles = apply.ints[-1]
+        assert apply.grid[0] * cblk == C and (apply.grid[1] - 1) * rows * tiles < S <= apply.grid[1] * rows * tiles
+        assert apply.grid[2] == shape[0]
+    # few rows: fewer tiles per statistics program, down to one
+    x = torch.empty((1, 256, 2, 12, 10), dtype=torch.float16).to(memory_format=torch.channels_last_3d)
+    assert m._rows_plan(x, 1, 256, 32, 8, 240, x.stride(0), 256, False, (x.dtype,) * 4, True, True)[1].ints[5] == 16
+    # 96 channels (not a power of two), a contiguous x, or v8 switched off: not the row kernels
+    x96 = torch.empty((1, 96, 8, 64, 64), dtype=torch.float16)
+    assert m._triton_plan(x96.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
+    xc = torch.empty((1, 256, 5, 64, 64), dtype=torch.float16)
+    assert m._triton_plan(xc, None, None, 32)[0] == "split"
+    m._ROWS = False
+    try:
+        assert m._triton_plan(xc.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
+    finally:
+        m._ROWS = True

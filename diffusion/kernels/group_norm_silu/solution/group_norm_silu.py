@@ -1,4 +1,4 @@
-"""Candidate v6 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v8 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -39,6 +39,8 @@ Design:
 - v6: contiguous float32 x above _RESIDENT_MAX_BYTES through the L2 stream kernel (csrc/gn_stream.cu: one grid
   streams every group, statistics read from DRAM, the apply's re-read served by the L2). Slower than v5d on the
   16-bit rows (ledger L0020), so only float32 takes it (_STREAM_DTYPES).
+- v8: channels_last x on the split path through row kernels (_gn_rows_*: statistics over tiles of whole rows of C
+  channels, column sums kept in each lane; apply over [channel block, rows] tiles that write runs of y's rows).
 
 """
 import math
