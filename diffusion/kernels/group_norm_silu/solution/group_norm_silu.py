@@ -194,6 +194,18 @@ def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
 
 
 @triton.jit
+def _norm_silu(x, mean, rstd, w, b, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    """silu(((x - mean) * rstd) * w + b) in fp32 (w, b ignored when absent). Same rounding order as the math: folding
+    rstd * w first is cheaper by one multiply but rounds differently, which shows when |w| is large and z cancels."""
+    z = (x - mean) * rstd
+    if HAS_W:
+        z = z * w
+    if HAS_B:
+        z = z + b
+    return z * tl.sigmoid(z)
+
+
+@triton.jit
 def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3,
                  mean, rstd, w_ptr, b_ptr, S_CH,
                  GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr,
@@ -203,8 +215,8 @@ def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1
     FLAT: each group is one contiguous range seen as a single channel of CPG * S_CH positions, and no tile straddles
     two real channels (S_CH is a multiple of BLOCK_S): w and b are one scalar per tile."""
     ch, cmask = _channels(g0, G, CPG, GPB, CPB)
-    # Same rounding order as the math: ((x - mean) * rstd) * w + b (folding rstd * w first is cheaper by one
-    # multiply but rounds differently, which shows when |w| is large and z cancels).
+    w3 = 1.0  # placeholders when there is no weight or bias (_norm_silu ignores them)
+    b3 = 0.0
     if not FLAT:
         if HAS_W:
             w3 = tl.load(w_ptr + ch, mask=cmask, other=1.0).to(tl.float32)
@@ -223,18 +235,14 @@ def _range_apply(x_base, y_base, g0, s_begin, s_end, G, CPG, S, S2, S3, sxc, ss1
             x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         else:
             x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
+        wt, bt = w3, b3
         if FLAT:
             c = g0 * (S // S_CH) + s0 // S_CH
             if HAS_W:
-                w3 = tl.load(w_ptr + c).to(tl.float32)
+                wt = tl.load(w_ptr + c).to(tl.float32)
             if HAS_B:
-                b3 = tl.load(b_ptr + c).to(tl.float32)
-        z = (x - mean3) * rstd3
-        if HAS_W:
-            z = z * w3
-        if HAS_B:
-            z = z + b3
-        y = z * tl.sigmoid(z)
+                bt = tl.load(b_ptr + c).to(tl.float32)
+        y = _norm_silu(x, mean3, rstd3, wt, bt, HAS_W, HAS_B)
         if EVICT:
             tl.store(y_ch + s, y.to(y_base.dtype.element_ty), mask=mask, eviction_policy="evict_first")
         else:
@@ -432,6 +440,8 @@ def _gn_rows_apply_kernel(
         rstd = tl.load(stats_ptr + rows * 2 + 1)
     mean2 = mean[:, None]
     rstd2 = rstd[:, None]
+    w2 = 1.0  # placeholders when there is no weight or bias (_norm_silu ignores them)
+    b2 = 0.0
     if HAS_W:
         w2 = tl.load(w_ptr + c).to(tl.float32)[:, None]
     if HAS_B:
@@ -445,12 +455,7 @@ def _gn_rows_apply_kernel(
         if WIDE:
             s = s.to(tl.int64)
         x = tl.load(x_base + s * ss + c2, mask=mask, other=0.0).to(tl.float32)
-        z = (x - mean2) * rstd2
-        if HAS_W:
-            z = z * w2
-        if HAS_B:
-            z = z + b2
-        y = z * tl.sigmoid(z)
+        y = _norm_silu(x, mean2, rstd2, w2, b2, HAS_W, HAS_B)
         tl.store(y_base + c2 * S + s, y.to(y_base.dtype.element_ty), mask=mask)
 
 

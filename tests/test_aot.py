@@ -1,0 +1,60 @@
+"""kda.aot on a CPU: a Plan maps to the signature LaunchCache launches with, and a kernel compiles for sm_90 through
+ptxas without a GPU (the lowering the interpreter never does)."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kda.aot import HOPPER, compile_plan, signature
+from kda.lean_launch import Plan
+
+
+@triton.jit
+def _scale_kernel(x_ptr, y_ptr, n, stride, big, alpha, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs * stride, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs + big * 0, (x * alpha).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _branch_types_kernel(x_ptr, FLAG: tl.constexpr):
+    acc = 0.0
+    for i in range(4):
+        if FLAG:
+            acc = tl.load(x_ptr + i)  # a loop-carried fp32 that becomes an fp16
+    tl.store(x_ptr, acc)
+
+
+def _plan(n=4096, stride=1, big=2**33):
+    return Plan((4, 1, 1), (torch.float16, torch.bfloat16), (n, stride, big), (1024, True), 4)
+
+
+def test_signature_follows_the_launch_order_and_runtime_specialisations():
+    sig, consts, attrs = signature(_scale_kernel, _plan())
+    assert sig == {"x_ptr": "*fp16", "y_ptr": "*bf16", "n": "i32", "stride": "constexpr", "big": "i64",
+                   "alpha": "fp32", "BLOCK": "constexpr", "EVEN": "constexpr"}
+    assert consts == {"stride": 1, "BLOCK": 1024, "EVEN": True}
+    div16 = [["tt.divisibility", 16]]
+    assert attrs == {(0,): div16, (1,): div16, (2,): div16, (4,): div16}
+    sig, consts, attrs = signature(_scale_kernel, _plan(n=4095, stride=3))
+    assert sig["n"] == sig["stride"] == "i32" and "stride" not in consts and (2,) not in attrs and (3,) not in attrs
+
+
+def test_a_plan_compiles_for_hopper_without_a_gpu():
+    k = compile_plan(_scale_kernel, _plan())
+    assert k.asm["cubin"] and ".target sm_90" in k.asm["ptx"]
+    assert "ld.global.v4" in k.asm["ptx"] or "ld.global.nc.v4" in k.asm["ptx"]  # unit stride and alignment known
+    assert HOPPER == 90
+
+
+def test_a_kernel_that_does_not_lower_fails_here():
+    with pytest.raises(Exception, match="[Ll]oop-carried|type"):
+        compile_plan(_branch_types_kernel, Plan((1, 1, 1), (torch.float16,), (), (True,), 1))
+
+
+def test_a_plan_that_does_not_fit_the_kernel_is_refused():
+    with pytest.raises(ValueError, match="takes 8 parameters"):
+        signature(_scale_kernel, Plan((1, 1, 1), (torch.float16,) * 3, (1, 2, 3, 4), (1, 2, 3), 4))
+    with pytest.raises(ValueError, match="no Triton pointer"):
+        signature(_scale_kernel, Plan((1, 1, 1), (torch.complex64, torch.float16), (1, 2, 3), (1, 2), 4))
