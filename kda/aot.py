@@ -60,3 +60,53 @@ def compile_plan(kernel, plan: Plan, arch: int = HOPPER):
     sig, consts, attrs = signature(kernel, plan)
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": plan.num_warps})
+
+
+def trace_launches(task, rows=None):
+    """Every distinct Triton launch the candidate of `task` makes for `rows` (default: the production rows), found by
+    calling it through the task's adapter on inputs of the meta device (shapes, strides and dtypes, no memory) with
+    LaunchCache recording instead of launching. Paths a candidate takes only on a CUDA device (its CUDA C++ kernels)
+    are not seen. Returns ({(kernel, plan key): (plan, first row id)}, {row id: error text} for rows it could not
+    call)."""
+    from unittest import mock
+
+    from kda import lean_launch
+    from kda.workloads import build_inputs
+
+    rows = [r for r in task.rows if r.production] if rows is None else rows
+    solution, adapter = task.load_solution(), task.adapter
+    launches, failures = {}, {}
+    current = [None]
+
+    def record(cache, plan, tensors, floats):
+        launches.setdefault((cache.kernel, plan.key), (plan, current[0]))
+
+    with mock.patch.object(lean_launch.LaunchCache, "run", record), torch.no_grad():
+        for row in rows:
+            current[0] = row.id
+            try:
+                inputs = build_inputs(row, "meta")
+                specs = adapter.output_specs(row, inputs)
+                out = {k: torch.empty(s[0], dtype=s[1], device="meta") for k, s in specs.items()}
+                adapter.call_candidate(solution, row, inputs, out)
+            except Exception as e:  # a row the candidate cannot take on meta tensors: reported, not fatal
+                failures[row.id] = f"{type(e).__name__}: {e}"
+    return launches, failures
+
+
+def compile_task(task, arch: int = HOPPER, progress=None):
+    """trace_launches(task), then compile_plan of each launch for sm_`arch`. Returns a dict: rows, launches,
+    compiled, trace_failures {row: error}, compile_failures [(kernel name, first row, error)]. `progress(i, n)` is
+    called after each compile."""
+    launches, trace_failures = trace_launches(task)
+    compiled, compile_failures = 0, []
+    for i, ((kernel, _), (plan, row_id)) in enumerate(launches.items()):
+        try:
+            compile_plan(kernel, plan, arch)
+            compiled += 1
+        except Exception as e:  # Triton's code generator and ptxas raise several types
+            compile_failures.append((getattr(kernel, "__name__", str(kernel)), row_id, f"{type(e).__name__}: {e}"))
+        if progress is not None:
+            progress(i + 1, len(launches))
+    return {"rows": sum(r.production for r in task.rows), "launches": len(launches), "compiled": compiled,
+            "trace_failures": trace_failures, "compile_failures": compile_failures}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -306,6 +307,40 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    """Lower every Triton launch each candidate plans for its production rows for a GPU architecture, on this
+    machine (no GPU needed): the failures a benchmark call would otherwise find first."""
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from kda.aot import compile_task
+    from kda.paths import resolve_task
+    from kda.task import Task
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("kda compile: TRITON_INTERPRET=1 makes every kernel an interpreted function; unset it", file=sys.stderr)
+        return 2
+    paths = [resolve_task(t) for t in args.tasks] if args.tasks else _all_tasks()
+    table = Table(title=f"Triton launches of the candidates' production rows, compiled for sm_{args.arch}")
+    for col in ("task", "rows", "launches", "compiled", "problems"):
+        table.add_column(col, overflow="fold")
+    bad = 0
+    with Progress(transient=True) as bar:
+        for path in paths:
+            task = Task.load(path)
+            job = bar.add_task(task.name, total=None)
+            rep = compile_task(task, args.arch, progress=lambda i, n, job=job: bar.update(job, completed=i, total=n))
+            problems = [f"row {r}: not traced: {e}" for r, e in rep["trace_failures"].items()]
+            problems += [f"{k} (first planned for {r}): {e.splitlines()[0] if e else e}"
+                         for k, r, e in rep["compile_failures"]]
+            bad += len(rep["compile_failures"]) + len(rep["trace_failures"])
+            table.add_row(task.name, str(rep["rows"]), str(rep["launches"]), str(rep["compiled"]),
+                          "\n".join(problems) or "-")
+    Console().print(table)
+    return 1 if bad else 0
+
+
 def cmd_new(args) -> int:
     from kda import scaffold
     from kda.paths import repo_root
@@ -354,6 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--aa", action="store_true", help="time the baseline against itself (noise floor)")
             p.add_argument("--no-write", action="store_true", help="do not write the results file")
         p.set_defaults(fn=fn)
+
+    p = sub.add_parser("compile", help="compile every Triton launch of each candidate's production rows for a GPU "
+                       "architecture, without a GPU (inputs on the meta device, ptxas from the Triton wheel)")
+    p.add_argument("tasks", nargs="*", help="task names or folders (default: every task)")
+    p.add_argument("--arch", type=int, default=90, help="compute capability x 10 (default 90: Hopper)")
+    p.set_defaults(fn=cmd_compile)
 
     p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")
     p.add_argument("task")

@@ -1,12 +1,16 @@
 """kda.aot on a CPU: a Plan maps to the signature LaunchCache launches with, and a kernel compiles for sm_90 through
 ptxas without a GPU (the lowering the interpreter never does)."""
+import types
+
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from kda.aot import HOPPER, compile_plan, signature
-from kda.lean_launch import Plan
+from kda.aot import HOPPER, compile_plan, compile_task, signature
+from kda.lean_launch import LaunchCache, Plan
+from kda.paths import all_task_dirs
+from kda.task import Task
 
 
 @triton.jit
@@ -58,3 +62,41 @@ def test_a_plan_that_does_not_fit_the_kernel_is_refused():
         signature(_scale_kernel, Plan((1, 1, 1), (torch.float16,) * 3, (1, 2, 3, 4), (1, 2, 3), 4))
     with pytest.raises(ValueError, match="no Triton pointer"):
         signature(_scale_kernel, Plan((1, 1, 1), (torch.complex64, torch.float16), (1, 2, 3), (1, 2), 4))
+
+
+def _fake_task(call_candidate, n_rows=2):
+    rows = [types.SimpleNamespace(id=f"r{i}", production=True, tensors={}) for i in range(n_rows)]
+    adapter = types.SimpleNamespace(output_specs=lambda row, inputs: {}, call_candidate=call_candidate)
+    return types.SimpleNamespace(name="fake", rows=rows, load_solution=lambda: None, adapter=adapter)
+
+
+def test_compile_task_reports_rows_it_cannot_call_and_launches_that_do_not_lower():
+    good, bad = LaunchCache(_scale_kernel), LaunchCache(_branch_types_kernel)
+    x = torch.empty(4096, dtype=torch.float16, device="meta")
+
+    def call(solution, row, inputs, out):
+        if row.id == "r1":
+            raise RuntimeError("needs a CUDA tensor")
+        good.run(_plan(), (x, x.to(torch.bfloat16)), (2.0,))
+        good.run(_plan(), (x, x.to(torch.bfloat16)), (3.0,))  # same launch: compiled once
+        bad.run(Plan((1, 1, 1), (torch.float16,), (), (True,), 1), (x,), ())
+
+    rep = compile_task(_fake_task(call))
+    assert (rep["rows"], rep["launches"], rep["compiled"]) == (2, 2, 1)
+    assert list(rep["trace_failures"]) == ["r1"] and "needs a CUDA tensor" in rep["trace_failures"]["r1"]
+    assert [(k, r) for k, r, _ in rep["compile_failures"]] == [("_branch_types_kernel", "r0")]
+
+
+@pytest.mark.parametrize("task", [p.name for p in all_task_dirs()])
+def test_every_candidate_launch_compiles_for_hopper(task):
+    """Each candidate's Triton launches for its production rows lower for sm_90 (what `kda compile` checks)."""
+    rep = compile_task(Task.load(task))
+    assert rep["launches"] >= 1 and rep["compiled"] == rep["launches"], rep
+    assert not rep["trace_failures"] and not rep["compile_failures"], rep
+
+
+def test_kda_compile_refuses_interpreted_kernels(monkeypatch, capsys):
+    from kda.cli import main
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert main(["compile", "norm_infer"]) == 2
+    assert "TRITON_INTERPRET" in capsys.readouterr().err
