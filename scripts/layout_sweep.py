@@ -155,6 +155,7 @@ def _group_norm_layouts():
         out["rows_ap{}x{}_t{}_w{}".format(*ap)] = {"_SPLIT_ROWS": d[:3] + ap}
     out.update({f"rows_merge_{k}": {"_ROWS_MERGE_MAX": k} for k in (0, 256)})
     out.update({f"rows_min_programs_{k}": {"_ROWS_MIN_PROGRAMS": k} for k in (512, 8192)})
+    out.update({f"rows_from_{k >> 20}m": {"_ROWS_FROM_BYTES": k} for k in (1 << 20, 2 << 20)})
     out["default"] = {}
     return m, out
 

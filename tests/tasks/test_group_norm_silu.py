@@ -183,4 +183,14 @@ def test_channels_last_row_plans_cover_x_with_warps_along_the_channels():
         assert m._triton_plan(xc.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
     finally:
         m._ROWS = True
+    # a 3 MB channels_last x whose groups take the one-launch path, unless _ROWS_FROM_BYTES sends it to the rows
+    x6 = torch.empty((1, 256, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=torch.channels_last_3d)
+    assert m._ROWS_FROM_BYTES is None and m._triton_plan(x6, None, None, 32)[0] == "fused"
+    m._ROWS_FROM_BYTES = 2 << 20
+    try:
+        assert m._triton_plan(x6, None, None, 32)[0] == "split_rows"
+        assert m._triton_plan(x6.contiguous(), None, None, 32)[0] == "fused"
+        assert m._triton_plan(x6[:, :, :1], None, None, 32)[0] == "fused"  # 1 MB: under the threshold
+    finally:
+        m._ROWS_FROM_BYTES = None
 

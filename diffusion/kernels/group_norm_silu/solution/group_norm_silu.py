@@ -120,6 +120,11 @@ _ROWS_MAX_C = 4096
 _SPLIT_ROWS = (128, 16, 1, 128, 128, 1, 8)
 _ROWS_MIN_PROGRAMS = 2048    # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
+# Channels_last x of at least this many bytes takes the row kernels even where its groups would take the one-launch
+# path (few (batch, group) programs, each reading its channels out of every row): a candidate for the rows of 3 MB of
+# x where torch.compile's graph_us leads (H200, 7742c1f: hyvae_c256_t3_48x40_cl3d 22.4 against 19.1 us), at the
+# price of two more launches of host time. Off until a sweep (variants rows_from_*) says where it pays.
+_ROWS_FROM_BYTES = None
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
@@ -590,7 +595,10 @@ def _triton_plan(x, weight, bias, G):
 
     # One program per group leaves most SMs idle when there are few groups (B = 1, G = 32 in the VAE): there, only
     # small groups stay on the one-launch path; v0 lost to torch.compile by 2-3x (graph_us) on 15-50 MB rows.
-    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX):
+    rows_first = (_ROWS_FROM_BYTES is not None and x.stride(1) == 1 and B * G < _FUSED_MIN_PROGRAMS
+                  and x.numel() * x.element_size() >= _ROWS_FROM_BYTES)
+    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX) \
+            and not rows_first:
         # Tiny groups share a program (a few thousand elements each); otherwise one program per group.
         gpb = min(next_pow2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
         ngb = cdiv(G, gpb)
