@@ -94,19 +94,66 @@ def trace_launches(task, rows=None):
     return launches, failures
 
 
-def compile_task(task, arch: int = HOPPER, progress=None):
+def compile_task(task, arch: int = HOPPER, progress=None, with_usage: bool = True):
     """trace_launches(task), then compile_plan of each launch for sm_`arch`. Returns a dict: rows, launches,
-    compiled, trace_failures {row: error}, compile_failures [(kernel name, first row, error)]. `progress(i, n)` is
-    called after each compile."""
+    compiled, trace_failures {row: error}, compile_failures [(kernel name, first row, error)], and for sm_90 the
+    usage of each compiled launch (resource_usage plus its theoretical occupancy). `progress(i, n)` is called after
+    each compile."""
     launches, trace_failures = trace_launches(task)
-    compiled, compile_failures = 0, []
+    compiled, compile_failures, usage = 0, [], []
     for i, ((kernel, _), (plan, row_id)) in enumerate(launches.items()):
+        name = getattr(kernel, "__name__", str(kernel))
         try:
-            compile_plan(kernel, plan, arch)
+            k = compile_plan(kernel, plan, arch)
             compiled += 1
         except Exception as e:  # Triton's code generator and ptxas raise several types
-            compile_failures.append((getattr(kernel, "__name__", str(kernel)), row_id, f"{type(e).__name__}: {e}"))
+            compile_failures.append((name, row_id, f"{type(e).__name__}: {e}"))
+        else:
+            if arch == HOPPER and with_usage:
+                u = resource_usage(k)
+                usage.append({"kernel": name, "row": row_id, **u,
+                              "occupancy": occupancy(u["registers"], u["shared"], u["warps"])[1]})
         if progress is not None:
             progress(i + 1, len(launches))
     return {"rows": sum(r.production for r in task.rows), "launches": len(launches), "compiled": compiled,
-            "trace_failures": trace_failures, "compile_failures": compile_failures}
+            "trace_failures": trace_failures, "compile_failures": compile_failures, "usage": usage}
+
+
+# sm_90 (H100, H200) limits per SM, from NVIDIA's CUDA occupancy calculator: 64K 32-bit registers allocated per warp in
+# units of 256, 64 warps, 32 CTAs, 228 KB of shared memory of which each CTA also takes 1 KB for the system.
+_SM90 = {"registers": 65536, "register_unit": 256, "warps": 64, "ctas": 32, "shared": 233472, "cta_shared": 1024}
+
+
+def resource_usage(compiled) -> dict:
+    """Registers per thread, local memory (spills) and static shared bytes of a CompiledKernel's cubin, read with
+    the cuobjdump that ships beside Triton's ptxas; the dynamic shared memory its launch asks for; the warps."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    tool = Path(get_ptxas(HOPPER).path).with_name("cuobjdump")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        text = subprocess.run([str(tool), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", text)
+    if m is None:
+        raise RuntimeError(f"cuobjdump -res-usage printed no resource line:\n{text}")
+    regs, stack, static_shared, local = (int(v) for v in m.groups())
+    return {"registers": regs, "stack": stack, "local": local, "warps": compiled.metadata.num_warps,
+            "shared": static_shared + compiled.metadata.shared}
+
+
+def occupancy(registers: int, shared: int, warps: int, limits: dict = _SM90) -> tuple[int, float]:
+    """(CTAs per SM, theoretical occupancy as a fraction of the SM's warps) of a kernel using `registers` per
+    thread, `shared` bytes per CTA and `warps` per CTA, the smallest of the register, shared-memory, warp and CTA
+    limits (the occupancy calculator's arithmetic; what runs is what ncu's achieved occupancy measures)."""
+    unit = limits["register_unit"]
+    per_warp = -(-max(registers, 1) * 32 // unit) * unit
+    by_regs = limits["registers"] // (per_warp * warps)
+    by_shared = limits["shared"] // (shared + limits["cta_shared"])
+    ctas = min(by_regs, by_shared, limits["warps"] // warps, limits["ctas"])
+    return ctas, ctas * warps / limits["warps"]

@@ -321,10 +321,18 @@ def cmd_compile(args) -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("kda compile: TRITON_INTERPRET=1 makes every kernel an interpreted function; unset it", file=sys.stderr)
         return 2
+    import triton
+
     paths = [resolve_task(t) for t in args.tasks] if args.tasks else _all_tasks()
-    table = Table(title=f"Triton launches of the candidates' production rows, compiled for sm_{args.arch}")
-    for col in ("task", "rows", "launches", "compiled", "problems"):
+    # Registers and occupancy are those of this machine's Triton and ptxas; the GPU machine may run another version.
+    title = (f"Triton launches of the candidates' production rows, compiled for sm_{args.arch} by Triton "
+             f"{triton.__version__}")
+    table = Table(title=title)
+    for col in ("task", "rows", "launches", "compiled", "registers (max)", "occupancy (min, est.)", "problems"):
         table.add_column(col, overflow="fold")
+    detail = Table(title=title + ": each launch")
+    for col in ("task", "kernel", "first row", "warps", "registers", "shared bytes", "local bytes", "occupancy (est.)"):
+        detail.add_column(col, overflow="fold")
     bad = 0
     with Progress(transient=True) as bar:
         for path in paths:
@@ -334,10 +342,20 @@ def cmd_compile(args) -> int:
             problems = [f"row {r}: not traced: {e}" for r, e in rep["trace_failures"].items()]
             problems += [f"{k} (first planned for {r}): {e.splitlines()[0] if e else e}"
                          for k, r, e in rep["compile_failures"]]
+            use = rep["usage"]
+            problems += [f"{u['kernel']} (first planned for {u['row']}): {u['local']} bytes of local memory (spills)"
+                         for u in use if u["local"]]
             bad += len(rep["compile_failures"]) + len(rep["trace_failures"])
             table.add_row(task.name, str(rep["rows"]), str(rep["launches"]), str(rep["compiled"]),
-                          "\n".join(problems) or "-")
-    Console().print(table)
+                          str(max(u["registers"] for u in use)) if use else "-",
+                          f"{min(u['occupancy'] for u in use):.0%}" if use else "-", "\n".join(problems) or "-")
+            for u in use:
+                detail.add_row(task.name, u["kernel"], u["row"], str(u["warps"]), str(u["registers"]), str(u["shared"]),
+                               str(u["local"]), f"{u['occupancy']:.0%}")
+    console = Console()
+    if args.launches:
+        console.print(detail)
+    console.print(table)
     return 1 if bad else 0
 
 
@@ -394,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "architecture, without a GPU (inputs on the meta device, ptxas from the Triton wheel)")
     p.add_argument("tasks", nargs="*", help="task names or folders (default: every task)")
     p.add_argument("--arch", type=int, default=90, help="compute capability x 10 (default 90: Hopper)")
+    p.add_argument("--launches", action="store_true", help="also each launch's warps, registers, shared and local "
+                   "memory and theoretical occupancy (sm_90 only)")
     p.set_defaults(fn=cmd_compile)
 
     p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")

@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.aot import HOPPER, compile_plan, compile_task, signature
+from kda.aot import HOPPER, compile_plan, compile_task, occupancy, resource_usage, signature
 from kda.lean_launch import LaunchCache, Plan
 from kda.paths import all_task_dirs
 from kda.task import Task
@@ -83,6 +83,7 @@ def test_compile_task_reports_rows_it_cannot_call_and_launches_that_do_not_lower
 
     rep = compile_task(_fake_task(call))
     assert (rep["rows"], rep["launches"], rep["compiled"]) == (2, 2, 1)
+    assert [(u["kernel"], u["row"], u["warps"]) for u in rep["usage"]] == [("_scale_kernel", "r0", 4)]
     assert list(rep["trace_failures"]) == ["r1"] and "needs a CUDA tensor" in rep["trace_failures"]["r1"]
     assert [(k, r) for k, r, _ in rep["compile_failures"]] == [("_branch_types_kernel", "r0")]
 
@@ -100,3 +101,27 @@ def test_kda_compile_refuses_interpreted_kernels(monkeypatch, capsys):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert main(["compile", "norm_infer"]) == 2
     assert "TRITON_INTERPRET" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("regs, shared, warps, want", [
+    (128, 0, 1, (16, 0.25)),      # registers: 4096 a warp
+    (64, 33792, 8, (4, 0.5)),     # registers again (shared memory would allow 6)
+    (255, 0, 8, (1, 0.125)),      # 255 rounds up to 256 a thread
+    (32, 100000, 4, (2, 0.125)),  # shared memory, with 1 KB a CTA for the system
+    (32, 0, 4, (16, 1.0)),        # the SM's 64 warps
+    (16, 0, 1, (32, 0.5)),        # the SM's 32 CTAs
+])
+def test_occupancy_takes_the_tightest_sm90_limit(regs, shared, warps, want):
+    assert occupancy(regs, shared, warps) == want
+
+
+def test_resource_usage_reads_the_cubin():
+    u = resource_usage(compile_plan(_scale_kernel, _plan()))
+    assert 8 <= u["registers"] <= 255 and u["local"] == 0 and u["warps"] == 4 and u["shared"] >= 0
+
+
+def test_kda_compile_prints_each_launch(capsys):
+    from kda.cli import main
+    assert main(["compile", "rotary_embedding", "--launches"]) == 0
+    out = capsys.readouterr().out
+    assert "compiled for sm_90" in out and "each launch" in out and "rotary_embedding" in out
