@@ -353,6 +353,8 @@ def cmd_compile(args) -> int:
                 detail.add_row(task.name, u["kernel"], u["row"], str(u["warps"]), str(u["registers"]), str(u["shared"]),
                                str(u["local"]), f"{u['occupancy']:.0%}")
     console = Console()
+    if not console.is_terminal:  # a log or a pipe: no wrapping of kernel names at 80 columns
+        console = Console(width=max(console.width, 160))
     if args.launches:
         console.print(detail)
     console.print(table)
