@@ -9,6 +9,8 @@ mode=all
 case "${1:-}" in --aa-only) mode=aa; shift ;; --bench-only) mode=bench; shift ;; esac
 out=${OUT:-/tmp/kda-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+# the package need not be installed on the GPU machine: the checkout is importable
+export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 gpu=$(python3 -c "import torch; from kda.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
 keep=()
 for spec in "$@"; do
