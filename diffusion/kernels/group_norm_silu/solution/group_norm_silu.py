@@ -123,7 +123,9 @@ _ROWS_MERGE_MAX = 64         # with at most this many partials per group the app
 # Channels_last x of at least this many bytes takes the row kernels even where its groups would take the one-launch
 # path (few (batch, group) programs, each reading its channels out of every row): a candidate for the rows of 3 MB of
 # x where torch.compile's graph_us leads (H200, 7742c1f: hyvae_c256_t3_48x40_cl3d 22.4 against 19.1 us), at the
-# price of two more launches of host time. Off until a sweep (variants rows_from_*) says where it pays.
+# price of two more launches of host time. There the one-launch kernel runs 32 programs of 8 warps at 185 registers
+# (`kda compile --launches` under the GPU machine's Triton 3.6: one CTA per SM). Off until a sweep (variants
+# rows_from_*) says where it pays.
 _ROWS_FROM_BYTES = None
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
