@@ -445,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", help="default: KDA_AUTHOR, else git user.name")
     p.set_defaults(fn=cmd_ledger)
 
-    p = sub.add_parser("gate", help="every promotion gate on a task's candidate (GPU: full bench; CPU: correctness only, BLOCKED); appends a ledger entry")
+    p = sub.add_parser("gate", help="every promotion gate on a task's candidate (GPU: full bench; CPU: correctness and, for Triton, the sm_90 compile gate, BLOCKED); appends a ledger entry")
     p.add_argument("task")
     p.add_argument("--round-budget-file", help="a JSON file with the rounds used (an agent run's .kda/rounds.json)")
     p.add_argument("--base", help="review base for the scope check (default: the agent run's review base, else none)")

@@ -4,8 +4,8 @@ Gates, in order: the scope of the change (only the task's solution/, docs/ and r
 base), the static rules on solution/, the round budget, correctness on every row, and the benchmark gates of
 `[gates]` in config.toml (min_geomean, min_row, ci_over_noise) on the headline metric. With a GPU the correctness
 and benchmark parts are one `kda bench` run (which writes results/<gpu>.jsonl); without a GPU only the CPU
-correctness gate can run, and the verdict is BLOCKED, never PASS: the candidate stays unpromoted until a GPU
-measured it.
+correctness gate and, for a Triton candidate, the compile gate (every production launch lowers for sm_90) can run,
+and the verdict is BLOCKED, never PASS: the candidate stays unpromoted until a GPU measured it.
 
 Statuses: PASS (exit 0), FAIL (exit 1: something the candidate must fix), BLOCKED (exit 3: nothing failed that
 could be checked, but a gate could not be evaluated).
@@ -119,10 +119,32 @@ def bench_findings(summary: dict, gates: dict) -> tuple[list[str], list[str]]:
     return findings, notes
 
 
+def compile_findings(task, compiler: Callable | None = None) -> tuple[list[str], list[str]]:
+    """The compile gate of a Triton candidate without a GPU: every launch of its production rows must lower for sm_90
+    (kda.aot.compile_task, or `compiler(task)` returning the same dict). (findings, notes)."""
+    import os
+
+    if task.cfg["task"].get("candidate_language") != "triton":
+        return [], []
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return [], ["compile gate not run: TRITON_INTERPRET=1 in this process makes every kernel an interpreted "
+                    "function (run `kda compile` without it)"]
+    if compiler is None:
+        from kda.aot import compile_task as compiler
+    rep = compiler(task)
+    findings = [f"compile: {k} (first planned for row {r}) does not lower for sm_90: "
+                f"{(e.strip().splitlines() or [''])[0]}" for k, r, e in rep["compile_failures"]]
+    notes = [f"compile: {rep['compiled']}/{rep['launches']} Triton launches of the production rows lower for sm_90"]
+    notes += [f"compile: row {r} not traced on meta tensors ({e.splitlines()[0] if e else e}); its launches were "
+              f"not compiled" for r, e in rep["trace_failures"].items()]
+    return findings, notes
+
+
 def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base: str | None = None,
              rounds_used: int | None = None, runner: Callable | None = None, gpu_check: Callable[[], bool] = has_gpu,
-             quiet: bool = True) -> GateResult:
-    """Run every gate on `task` (a kda.task.Task). `runner(task, RunOptions)` defaults to the harness's run_task."""
+             quiet: bool = True, compiler: Callable | None = None) -> GateResult:
+    """Run every gate on `task` (a kda.task.Task). `runner(task, RunOptions)` defaults to the harness's run_task;
+    `compiler(task)` (the CPU path's compile gate) to kda.aot.compile_task."""
     from kda.harness.guards import static_violations
     from kda.harness.runner import RunOptions
 
@@ -167,6 +189,9 @@ def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base:
         res.notes.append(f"GPU not reachable (no CUDA device visible): only the CPU correctness gate ran, on the "
                          f"{summ['rows_total']} rows marked cpu; min_geomean, min_row and ci_over_noise were not "
                          f"evaluated, so the candidate stays unpromoted")
+        f, n = compile_findings(task, compiler)
+        res.findings += f
+        res.notes += n
     if rows:
         res.notes.append(f"only the rows {', '.join(rows)} were run: a candidate is promoted on every row")
     res.status = "FAIL" if res.findings else ("PASS" if use_gpu and not rows else "BLOCKED")

@@ -134,15 +134,53 @@ def cpu_out(status="PASS") -> dict:
 
 def test_without_gpu_only_correctness_runs_and_it_is_blocked(task):
     calls = []
-    res = gate.run_gate(task, runner=runner_returning(cpu_out(), calls), gpu_check=lambda: False)
+    res = gate.run_gate(task, runner=runner_returning(cpu_out(), calls), gpu_check=lambda: False,
+                        compiler=compiler_returning())
     assert calls[0].mode == "check" and calls[0].device == "cpu" and calls[0].write is False
     assert res.status == "BLOCKED" and res.exit_code == 3 and res.decision == "BLOCKED" and not res.findings
     assert "GPU not reachable" in res.text() and "stays unpromoted" in res.text()
 
 
 def test_without_gpu_a_failing_row_fails(task):
-    res = gate.run_gate(task, runner=runner_returning(cpu_out("FAIL")), gpu_check=lambda: False)
+    res = gate.run_gate(task, runner=runner_returning(cpu_out("FAIL")), gpu_check=lambda: False,
+                        compiler=compiler_returning())
     assert res.status == "FAIL" and "row reg_tiny: FAIL (UNWRITTEN)" in res.findings[0]
+
+
+def compiler_returning(failures=(), traced_not=None, calls=None):
+    def compile_task(task):
+        if calls is not None:
+            calls.append(task.name)
+        return {"rows": 3, "launches": 2, "compiled": 2 - len(failures), "trace_failures": traced_not or {},
+                "compile_failures": list(failures), "usage": []}
+    return compile_task
+
+
+def test_without_gpu_the_compile_gate_runs_and_names_what_does_not_lower(task, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    calls = []
+    res = gate.run_gate(task, runner=runner_returning(cpu_out()), gpu_check=lambda: False,
+                        compiler=compiler_returning(calls=calls))
+    assert calls == ["fuse_scale_shift"] and res.status == "BLOCKED" and not res.findings
+    assert "compile: 2/2 Triton launches of the production rows lower for sm_90" in res.notes
+    bad = compiler_returning([("_k", "row_a", "CompilationError: at 3:4:\nloop-carried value changes type")],
+                             {"row_b": "RuntimeError: needs CUDA"})
+    res = gate.run_gate(task, runner=runner_returning(cpu_out()), gpu_check=lambda: False, compiler=bad)
+    assert res.status == "FAIL" and res.findings == [
+        "compile: _k (first planned for row row_a) does not lower for sm_90: CompilationError: at 3:4:"]
+    assert any("row row_b not traced" in n for n in res.notes)
+    # with a GPU the benchmark builds every kernel itself: no compile gate
+    calls.clear()
+    gate.run_gate(task, runner=runner_returning(passing_out()), compiler=compiler_returning(calls=calls), **gpu())
+    assert calls == []
+
+
+def test_the_compile_gate_steps_aside_under_the_interpreter(task, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    calls = []
+    res = gate.run_gate(task, runner=runner_returning(cpu_out()), gpu_check=lambda: False,
+                        compiler=compiler_returning(calls=calls))
+    assert calls == [] and any("compile gate not run: TRITON_INTERPRET=1" in n for n in res.notes)
 
 
 def test_static_rule_and_round_budget(task):
