@@ -16,7 +16,7 @@ import statistics
 
 import torch
 
-from kda.harness.peers import peer_call
+from kda.harness.peers import peer_call, peer_math
 from kda.harness.timing import Flusher, GraphArm
 from kda.task import Task
 from layout_sweep import (  # scripts/ is on sys.path here
@@ -48,7 +48,7 @@ def _arms(task, sol, upstream, row, inp, specs, variants):
         "candidate": lambda: ad.call_candidate(sol, row, inp, out_c),
         "candidate_pool": cand_pool,
         "baseline": lambda: ad.call_baseline(upstream, row, inp, out_b),
-        "compile": peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile"),
+        "compile": peer_call(peer_math(task.oracle), row, inp, {k: s[1] for k, s in specs.items()}, "compile"),
     }
     outputs = {"candidate": out_c}  # the arms whose output is checked against the oracle
     module, patches = variants

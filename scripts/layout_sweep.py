@@ -317,8 +317,8 @@ def main(argv=None):
             if args.kernels:
                 rec["baseline_kernel_us"] = _kernel_us(lambda: ad.call_baseline(upstream, row, inp, outb))
         if args.compile:
-            from kda.harness.peers import peer_call
-            peer = peer_call(task.oracle.reference, row, inp, {k: s[1] for k, s in specs.items()}, "compile")
+            from kda.harness.peers import peer_call, peer_math
+            peer = peer_call(peer_math(task.oracle), row, inp, {k: s[1] for k, s in specs.items()}, "compile")
             rec["compile_us"] = _graph_us(peer)
             rec["compile_stream_us"] = _stream_us(peer)
         for name, patch in variants.items():

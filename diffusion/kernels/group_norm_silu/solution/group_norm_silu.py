@@ -364,6 +364,18 @@ def _gn_apply_kernel(
 
 
 @triton.jit
+def _rows_tile(x_base, s0, s_end, ss, C: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr):
+    """Rows s0 .. s0 + BLOCK_S - 1 (those before s_end) of C contiguous channels at row stride ss, in fp32 (0 past
+    s_end), and which of them exist."""
+    s = s0 + tl.arange(0, BLOCK_S)[:, None]
+    c = tl.arange(0, C)[None, :]
+    mask = (s < s_end) & (c < C)
+    if WIDE:
+        s = s.to(tl.int64)
+    return tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32), mask
+
+
+@triton.jit
 def _gn_rows_partial_stats_kernel(
     x_ptr, pmean_ptr, pm2_ptr,
     G, S, sxb, ss, NP, SPAN,
@@ -378,30 +390,17 @@ def _gn_rows_partial_stats_kernel(
     paths do."""
     p = tl.program_id(0)
     bidx = tl.program_id(1)
-    if WIDE:
-        x_base = x_ptr + bidx.to(tl.int64) * sxb
-    else:
-        x_base = x_ptr + bidx * sxb
-    c = tl.arange(0, C)[None, :]
-    r = tl.arange(0, BLOCK_S)[:, None]
+    x_base, _ = _batch_bases(x_ptr, x_ptr, bidx, sxb, 0, WIDE)
     s_begin = p * SPAN
     s_end = tl.minimum(s_begin + SPAN, S)
-    s = s_begin + r
-    mask = (s < s_end) & (c < C)
-    if WIDE:
-        s = s.to(tl.int64)
-    x = tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32)
+    x, mask = _rows_tile(x_base, s_begin, s_end, ss, C, BLOCK_S, WIDE)
     n0 = tl.minimum(s_end - s_begin, BLOCK_S).to(tl.float32)
     pivot = tl.sum(x, axis=0) / n0
     d = tl.where(mask, x - pivot[None, :], 0.0)
     s1 = tl.sum(d, axis=0)
     s2 = tl.sum(d * d, axis=0)
     for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
-        s = s0 + r
-        mask = (s < s_end) & (c < C)
-        if WIDE:
-            s = s.to(tl.int64)
-        x = tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32)
+        x, mask = _rows_tile(x_base, s0, s_end, ss, C, BLOCK_S, WIDE)
         d = tl.where(mask, x - pivot[None, :], 0.0)
         s1 += tl.sum(d, axis=0)
         s2 += tl.sum(d * d, axis=0)
@@ -432,12 +431,7 @@ def _gn_rows_apply_kernel(
     # Row blocks in the reverse order of the statistics pass: the rows it read last are still in L2.
     t = tl.num_programs(1) - 1 - tl.program_id(1)
     bidx = tl.program_id(2)
-    if WIDE:
-        x_base = x_ptr + bidx.to(tl.int64) * sxb
-        y_base = y_ptr + bidx.to(tl.int64) * C * S
-    else:
-        x_base = x_ptr + bidx * sxb
-        y_base = y_ptr + bidx * C * S
+    x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S, WIDE)
     c = cb * CBLK + tl.arange(0, CBLK)
     rows = bidx * G + c // CPG
     if MERGE:
