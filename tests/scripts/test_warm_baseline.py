@@ -1,0 +1,38 @@
+"""scripts/warm_baseline.py on a CPU: which rows it builds (the warm-up itself needs a GPU)."""
+import importlib.util
+
+from kda.paths import repo_root
+from kda.task import Task
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("warm_baseline", repo_root() / "scripts" / "warm_baseline.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+WARM = _load()
+
+
+def test_baseline_builds_one_row_per_adapter_build_key():
+    task = Task.load("qknorm_rope")
+    rows = task.select()
+    first = WARM.builds(task, peer=False)
+    keys = {task.adapter.build_key(r) for r in rows}
+    assert set(first) == keys
+    assert len(first) < len(rows)  # rows share signatures: that is what the key saves
+    by_id = {r.id: r for r in rows}
+    assert all(task.adapter.build_key(by_id[rid]) == key for key, rid in first.items())
+
+
+def test_peer_builds_every_row_because_the_worker_compiles_the_peer_per_row():
+    task = Task.load("qknorm_rope")
+    first = WARM.builds(task, peer=True)
+    assert sorted(first.values()) == sorted(r.id for r in task.select())
+
+
+def test_a_task_without_build_key_builds_every_row():
+    task = Task.load("group_norm_silu")
+    assert not hasattr(task.adapter, "build_key")
+    assert len(WARM.builds(task, peer=False)) == len(task.select())
