@@ -117,15 +117,26 @@ def cmd_profile(args) -> int:
 
     from kda.gpu import gpu_slug
     from kda.paths import cache_dir
-    from kda.profile import run_profile, save
+    from kda.profile import resummarize, run_profile, save
     from kda.task import Task
 
+    if args.from_csv:
+        task = Task.load(args.task)
+        task.select([args.row])
+        csv_dir = Path(args.from_csv)
+        slug = args.gpu or csv_dir.resolve().parent.name  # docs/profile/<gpu>/csv
+        summaries = resummarize(task, args.row, csv_dir, slug)
+        for arm, summary in summaries.items():
+            print(f"{task.name} {args.row} {arm}: {summary['duration_us']:.2f} us, {summary['bound']}")
+        for path in save(task, slug, args.row, summaries):
+            print(f"wrote {path}")
+        return 0
     if not _has_gpu():
         raise KdaError("kda profile needs a GPU (Nsight Compute reads hardware counters)")
     task = Task.load(args.task)
     task.select([args.row])  # fails early, naming the row, if it does not exist
     slug = gpu_slug(torch.cuda.get_device_name(0))
-    arms = ["baseline", "candidate"] if args.compare else [args.arm]
+    arms = [args.compare, "candidate"] if args.compare else [args.arm]
     summaries = {}
     for arm in arms:
         summary, csv_text = run_profile(task, args.row, arm, slug, cache_dir() / "ncu" / task.name / slug)
@@ -422,8 +433,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("task")
     p.add_argument("--row", required=True)
     p.add_argument("--arm", choices=("baseline", "candidate", "compile", "eager"), default="candidate")
-    p.add_argument("--compare", action="store_true", help="profile baseline and candidate and put them side by side")
+    p.add_argument("--compare", nargs="?", const="baseline", choices=("baseline", "compile", "eager"),
+                   help="profile the candidate and the baseline (or the named peer) and put them side by side")
     p.add_argument("--save-csv", help="also keep ncu's raw CSV export in this folder")
+    p.add_argument("--from-csv", metavar="DIR", help="no GPU: rebuild the row's summaries from the raw CSVs "
+                   "--save-csv kept in DIR (docs/profile/<gpu>/csv)")
+    p.add_argument("--gpu", help="with --from-csv: the GPU slug (default: the name of DIR's parent folder)")
     p.set_defaults(fn=cmd_profile)
 
     p = sub.add_parser("report", help="regenerate README results table, per-task docs/results.md, plots, campaign summary")

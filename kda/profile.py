@@ -29,8 +29,12 @@ M_GRID = "launch__grid_size"
 M_BLOCK = "launch__block_size"
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
-UNIT_SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
-              "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}
+# ncu picks a unit per metric for the whole export ("usecond" or "us", "ms" when the longest kernel lasts
+# milliseconds), so every value is scaled by its own column's unit; an unknown unit is an error, not a guess.
+UNIT_SCALE = {"us": {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+                     "second": 1e6, "s": 1e6},
+              "bytes": {"byte": 1, "B": 1, "Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9,
+                        "GB": 1e9, "Tbyte": 1e12, "TB": 1e12}}
 
 
 def find_ncu() -> str:
@@ -66,10 +70,11 @@ def _num(rec: dict, name, scale_to: str | None = None) -> float | None:
         v = float(value.replace(",", ""))
     except ValueError:
         return None
-    if scale_to == "us":
-        v *= UNIT_SCALE.get(unit, 1.0)
-    elif scale_to == "bytes":
-        v *= UNIT_SCALE.get(unit, 1.0)
+    if scale_to is not None:
+        scales = UNIT_SCALE[scale_to]
+        if unit not in scales:
+            raise KdaError(f"ncu CSV: metric {name} is in unit {unit!r}; expected one of {sorted(scales)}")
+        v *= scales[unit]
     return v
 
 
@@ -173,6 +178,34 @@ def run_profile(task, row_id: str, arm: str, slug: str, raw_dir: Path) -> tuple[
              "python3 -m kda.harness.profile_one", "--task", task.name, "--row", row_id, "--arm", arm]
     summary.update({"task": task.name, "row": row_id, "arm": arm, "gpu": slug, "command": " ".join(shown)})
     return summary, csv_text
+
+
+def resummarize(task, row_id: str, csv_dir: Path, slug: str) -> dict[str, dict]:
+    """Summaries rebuilt from the raw CSVs `--save-csv` kept (<row>-<arm>.csv), without a GPU: how a summary is
+    corrected after a parsing fix. Each keeps the ncu command and the copy bandwidth of the summary it replaces,
+    and a CSV whose kernels are not that summary's (a later profile replaced the summary but not the CSV) is an
+    error."""
+    summaries = {}
+    for arm in ("baseline", "candidate", "compile", "eager"):
+        path = csv_dir / f"{row_id}-{arm}.csv"
+        if not path.is_file():
+            continue
+        kernels = parse_raw_csv(path.read_text())
+        old_path = task.path / "docs" / "profile" / slug / f"{row_id}-{arm}.json"
+        old = json.loads(old_path.read_text()) if old_path.is_file() else {}
+        if old:
+            names = [k["name"] for k in summarize(kernels, None)["kernels"]]
+            if names != [k["name"] for k in old.get("kernels", [])]:
+                raise KdaError(f"{path}: its kernels {names} are not those of {old_path} "
+                               f"{[k['name'] for k in old.get('kernels', [])]}: the CSV is from another profile")
+        copy = old["copy_tbps"] if "copy_tbps" in old else latest_copy_tbps(task.path, slug)
+        summary = summarize(kernels, copy)
+        summary.update({"task": task.name, "row": row_id, "arm": arm, "gpu": slug, "command": old.get("command")})
+        summaries[arm] = summary
+    if not summaries:
+        raise KdaError(f"no raw CSV for row {row_id} in {csv_dir} (expected {row_id}-<arm>.csv, arm one of "
+                       "baseline, candidate, compile, eager)")
+    return summaries
 
 
 def save(task, slug: str, row_id: str, summaries: dict[str, dict]) -> list[Path]:

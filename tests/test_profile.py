@@ -52,3 +52,56 @@ def test_bound_names():
 def test_empty_export_is_an_error():
     with pytest.raises(KdaError, match="no kernel rows"):
         parse_raw_csv("==PROF== nothing\n")
+
+
+def _export(duration: tuple[str, list[str]], read: tuple[str, list[str]]) -> str:
+    """A minimal raw export: kernel names, duration and DRAM bytes read, in the units ncu chose."""
+    n = len(duration[1])
+    lines = ['"Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum"', f'"","{duration[0]}","{read[0]}"']
+    lines += [f'"k{i}","{duration[1][i]}","{read[1][i]}"' for i in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("unit,scale", [("ms", 1e3), ("msecond", 1e3), ("us", 1.0), ("usecond", 1.0), ("ns", 1e-3)])
+def test_every_duration_is_scaled_by_its_columns_unit(unit, scale):
+    # An export whose slowest kernel lasts milliseconds is in "ms" throughout (an H100 profile of group_norm_silu's
+    # upstream on channels_last x, 2026-11-25): read as microseconds it made a 10 ms baseline 10 us.
+    s = summarize(parse_raw_csv(_export((unit, ["9.485056", "0.392384"]), ("Gbyte", ["18.25", "0.57"]))), 2.96)
+    assert s["duration_us"] == pytest.approx((9.485056 + 0.392384) * scale)
+    assert s["dram_bytes"] == pytest.approx(18.82e9)
+
+
+def test_an_unknown_unit_is_an_error_naming_the_metric():
+    with pytest.raises(KdaError, match=r"gpu__time_duration.sum is in unit 'fortnight'"):
+        summarize(parse_raw_csv(_export(("fortnight", ["1"]), ("MB", ["1"]))), None)
+
+
+def test_resummarize_rebuilds_from_saved_csvs_and_keeps_what_the_profile_recorded(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from kda.profile import resummarize, save
+
+    task = SimpleNamespace(name="t", path=tmp_path / "task")
+    csv_dir = task.path / "docs" / "profile" / "h100" / "csv"
+    csv_dir.mkdir(parents=True)
+    (csv_dir / "r-baseline.csv").write_text(_export(("ms", ["10.0"]), ("Gbyte", ["20.0"])))
+    (csv_dir / "r-candidate.csv").write_text(_export(("us", ["500.0"]), ("Mbyte", ["1000.0"])))
+    # the summaries a profile wrote with the old parser: same kernels, its command and copy bandwidth
+    old = {"kernels": [{"name": "k0"}], "copy_tbps": 2.5, "command": "ncu --section X"}
+    for arm in ("baseline", "candidate"):
+        (task.path / "docs" / "profile" / "h100" / f"r-{arm}.json").write_text(json.dumps(old))
+    got = resummarize(task, "r", csv_dir, "h100")
+    assert set(got) == {"baseline", "candidate"}
+    assert got["baseline"]["duration_us"] == pytest.approx(1e4)
+    assert got["baseline"]["dram_tbps"] == pytest.approx(2.0)
+    assert got["candidate"]["pct_of_copy"] == pytest.approx(100 * 2.0 / 2.5)
+    assert got["candidate"]["command"] == "ncu --section X" and got["candidate"]["gpu"] == "h100"
+    written = save(task, "h100", "r", got)
+    assert {p.name for p in written} >= {"r-baseline.json", "r-candidate.md", "r-compare.md"}
+    # a CSV from another profile than the summary beside it is refused, naming both
+    (task.path / "docs" / "profile" / "h100" / "r-candidate.json").write_text(json.dumps({"kernels": [{"name": "other"}]}))
+    with pytest.raises(KdaError, match="from another profile"):
+        resummarize(task, "r", csv_dir, "h100")
+    with pytest.raises(KdaError, match="no raw CSV for row q"):
+        resummarize(task, "q", csv_dir, "h100")

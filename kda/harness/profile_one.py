@@ -24,7 +24,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     task = Task.load(args.task)
     row = task.select([args.row])[0]
-    upstream = load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False))
+    # Only the baseline arm imports upstream: the other arms of a CuTe DSL task profile where the DSL is not installed.
+    upstream = load_entry_points(task.cfg, vendor_task(task.cfg, allow_download=False)) if args.arm == "baseline" else None
     dev = torch.device("cuda")
     inputs = build_inputs(row, dev)
     refill_inputs(row, inputs, trial_seed(row.seed, 0, 0, 0))

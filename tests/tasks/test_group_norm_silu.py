@@ -183,14 +183,22 @@ def test_channels_last_row_plans_cover_x_with_warps_along_the_channels():
         assert m._triton_plan(xc.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
     finally:
         m._ROWS = True
-    # a 3 MB channels_last x whose groups take the one-launch path, unless _ROWS_FROM_BYTES sends it to the rows
-    x6 = torch.empty((1, 256, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=torch.channels_last_3d)
-    assert m._ROWS_FROM_BYTES is None and m._triton_plan(x6, None, None, 32)[0] == "fused"
-    m._ROWS_FROM_BYTES = 2 << 20
+    # A 3 MB channels_last x whose groups would take the one-launch path goes to the row kernels from
+    # _ROWS_FROM_BYTES on; a contiguous one, a smaller one, one the row kernels do not take (96 channels) and many
+    # (batch, group) programs keep the one-launch path.
+    cl = torch.channels_last_3d
+    x6 = torch.empty((1, 256, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
+    assert m._ROWS_FROM_BYTES == 1 << 20 and m._triton_plan(x6, None, None, 32)[0] == "split_rows"
+    assert m._triton_plan(x6.contiguous(), None, None, 32)[0] == "fused"
+    x_small = torch.empty((1, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)  # 0.5 MB
+    assert m._triton_plan(x_small, None, None, 32)[0] == "fused"
+    x96 = torch.empty((1, 96, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
+    assert m._triton_plan(x96, None, None, 32)[0] == "fused"
+    x_many = torch.empty((16, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)  # 512 groups
+    assert m._triton_plan(x_many, None, None, 32)[0] == "fused"
+    m._ROWS_FROM_BYTES = None
     try:
-        assert m._triton_plan(x6, None, None, 32)[0] == "split_rows"
-        assert m._triton_plan(x6.contiguous(), None, None, 32)[0] == "fused"
-        assert m._triton_plan(x6[:, :, :1], None, None, 32)[0] == "fused"  # 1 MB: under the threshold
+        assert m._triton_plan(x6, None, None, 32)[0] == "fused"
     finally:
-        m._ROWS_FROM_BYTES = None
+        m._ROWS_FROM_BYTES = 1 << 20
 

@@ -120,13 +120,14 @@ _ROWS_MAX_C = 4096
 _SPLIT_ROWS = (128, 16, 1, 128, 128, 1, 8)
 _ROWS_MIN_PROGRAMS = 2048    # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
-# Channels_last x of at least this many bytes takes the row kernels even where its groups would take the one-launch
-# path (few (batch, group) programs, each reading its channels out of every row): a candidate for the rows of 3 MB of
-# x where torch.compile's graph_us leads (H200, 7742c1f: hyvae_c256_t3_48x40_cl3d 22.4 against 19.1 us), at the
-# price of two more launches of host time. There the one-launch kernel runs 32 programs of 8 warps at 185 registers
-# (`kda compile --launches` under the GPU machine's Triton 3.6: one CTA per SM). Off until a sweep (variants
-# rows_from_*) says where it pays.
-_ROWS_FROM_BYTES = None
+# v8d: channels_last x of at least this many bytes takes the row kernels even where its groups would take the
+# one-launch path (few (batch, group) programs, each reading its channels out of every row, 32 programs of 8 warps at
+# 185 registers: one CTA per SM under the GPU machine's Triton 3.6). torch.compile led there by graph_us (H100 bench
+# of 44b978e: hyvae_c256_t3_48x40_cl3d 0.851, c512_t2_24x64_cl3d 0.979). H100 graph replay of the 1 MB threshold
+# (docs/profile/h100/layout-sweep/b050920-rows-from.json), us: c256_t3_48x40 20.3 -> 12.1 (compile 15.1),
+# c512_t2_24x64 17.3 -> 12.2 (17.3), c512_t3_48x40 14.5 -> 13.7, c256_t3_48x128 18.0 -> 17.9. The price is two more
+# launches of host time, which the bench's device_us and wall_us show.
+_ROWS_FROM_BYTES = 1 << 20
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
@@ -591,7 +592,9 @@ def _triton_plan(x, weight, bias, G):
 
     # One program per group leaves most SMs idle when there are few groups (B = 1, G = 32 in the VAE): there, only
     # small groups stay on the one-launch path; v0 lost to torch.compile by 2-3x (graph_us) on 15-50 MB rows.
-    rows_first = (_ROWS_FROM_BYTES is not None and x.stride(1) == 1 and B * G < _FUSED_MIN_PROGRAMS
+    channel_fast = sxc == 1 and collapsed
+    rows = channel_fast and _rows_fit(B, C, CPG)
+    rows_first = (rows and _ROWS_FROM_BYTES is not None and B * G < _FUSED_MIN_PROGRAMS
                   and x.numel() * x.element_size() >= _ROWS_FROM_BYTES)
     if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX) \
             and not rows_first:
@@ -604,10 +607,8 @@ def _triton_plan(x, weight, bias, G):
                               4 if gpb * cpb * block_s <= 2048 else 8))
 
     # Split pass. Channel-fast layouts (channels_last) take every group in one tile; others one group per tile.
-    channel_fast = sxc == 1 and collapsed
     f32 = torch.float32
-    if (channel_fast and _ROWS and C == next_pow2(C) and CPG == next_pow2(CPG) and C <= _ROWS_MAX_C
-            and B <= 65535):
+    if rows:
         return _rows_plan(x, B, C, G, CPG, S, sxb, ss3, wide, dt, has_w, has_b)
     gpb = next_pow2(G) if channel_fast else 1
     ngb = cdiv(G, gpb)
@@ -634,6 +635,12 @@ def _triton_plan(x, weight, bias, G):
                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1),
                  apply_warps)
     return ("split", partial, finalize, apply, B * G * n_part, B * G)
+
+
+def _rows_fit(B, C, CPG):
+    """Whether v8's row kernels take a channels_last x of C channels in groups of CPG: powers of two (a row is one
+    tile, a group a power-of-two slice of it) and a batch that fits the apply grid's third axis."""
+    return _ROWS and C == next_pow2(C) and CPG == next_pow2(CPG) and C <= _ROWS_MAX_C and B <= 65535
 
 
 def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
