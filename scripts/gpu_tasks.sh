@@ -5,11 +5,13 @@
 #   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only] TASK[=ROW,ROW...] ...
 # Rows after '=' are profiled with `kda profile --compare` after the benchmark.
 # KDA_WARM_JOBS=N first compiles every row's torch.compile peer, N rows at a time (scripts/warm_baseline.py --peer).
-# results.tar is rewritten after every step, so a call cut off by its time limit still returns what finished.
+# results.tar and logs.tar are rewritten after every step, so a call cut off by its time limit still returns what
+# finished; they are the only files left in $OUT (the logs are written beside it), since a call returns a limited
+# number of files and on 2026-11-25 a results.tar was left behind among the logs.
 set -uo pipefail
 mode=all
 case "${1:-}" in --aa-only) mode=aa; shift ;; --bench-only) mode=bench; shift ;; esac
-out=${OUT:-/tmp/kda-out}; mkdir -p "$out"
+out=${OUT:-/tmp/kda-out}; logs=$(mktemp -d /tmp/kda-logs.XXXX); mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 # rich tables in the logs at full width (a narrow default cuts every cell)
 export COLUMNS=${COLUMNS:-240}
@@ -17,28 +19,28 @@ export COLUMNS=${COLUMNS:-240}
 export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 gpu=$(python3 -c "import torch; from kda.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
 keep=()
-pack() { tar -cf "$out/results.tar" "${keep[@]}" 2>/dev/null; tar -cf "$out/logs.tar" -C "$out" $(cd "$out" && ls *.log) 2>/dev/null; }
+pack() { tar -cf "$out/results.tar" "${keep[@]}" 2>/dev/null; tar -cf "$out/logs.tar" -C "$logs" . 2>/dev/null; }
 for spec in "$@"; do
   task=${spec%%=*}; rows=""; [ "$spec" != "$task" ] && rows=${spec#*=}
   dir=$(python3 -c "from kda.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")
   keep+=("$dir/results" "$dir/docs/ledger.jsonl")
   if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" != aa ]; then
-    python3 scripts/warm_baseline.py "$task" --peer --jobs "$KDA_WARM_JOBS" > "$out/$task-warm.log" 2>&1
-    echo "$task peer warm-up: rc=$? $(grep -E 'built in' "$out/$task-warm.log")"
+    python3 scripts/warm_baseline.py "$task" --peer --jobs "$KDA_WARM_JOBS" > "$logs/$task-warm.log" 2>&1
+    echo "$task peer warm-up: rc=$? $(grep -E 'built in' "$logs/$task-warm.log")"
   fi
   if [ "$mode" != bench ]; then
-    python3 -m kda bench "$task" --aa > "$out/$task-aa.log" 2>&1
-    echo "$task A/A: rc=$? $(grep -E 'rows passed|device_us: geomean' "$out/$task-aa.log" | tr '\n' ' ')"
+    python3 -m kda bench "$task" --aa > "$logs/$task-aa.log" 2>&1
+    echo "$task A/A: rc=$? $(grep -E 'rows passed|device_us: geomean' "$logs/$task-aa.log" | tr '\n' ' ')"
     pack
   fi
   if [ "$mode" != aa ]; then
-    python3 -m kda bench "$task" > "$out/$task-bench.log" 2>&1
-    echo "$task bench: rc=$? $(grep -E 'rows passed|geomean over baseline' "$out/$task-bench.log" | tr '\n' ' ')"
+    python3 -m kda bench "$task" > "$logs/$task-bench.log" 2>&1
+    echo "$task bench: rc=$? $(grep -E 'rows passed|geomean over baseline' "$logs/$task-bench.log" | tr '\n' ' ')"
     pack
     for row in ${rows//,/ }; do
       python3 -m kda profile "$task" --row "$row" --compare --save-csv "$dir/docs/profile/$gpu/csv" \
-        > "$out/$task-profile-$row.log" 2>&1
-      echo "$task profile $row: rc=$?"; tail -6 "$out/$task-profile-$row.log"
+        > "$logs/$task-profile-$row.log" 2>&1
+      echo "$task profile $row: rc=$?"; tail -6 "$logs/$task-profile-$row.log"
       keep+=("$dir/docs/profile")
       pack
     done
