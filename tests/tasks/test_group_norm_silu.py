@@ -128,45 +128,6 @@ print("ok")
 """
 
 
-_CAPTURE_PROBE = r"""
-import torch, torch.nn.functional as F
-from kda.task import Task
-m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_plan"])
-g = torch.Generator().manual_seed(9)
-x = (torch.randn(2, 64, 2, 6, 5, generator=g) * 3 + 1).to(memory_format=torch.channels_last_3d)
-w, b = torch.randn(64, generator=g), torch.randn(64, generator=g)
-want = F.silu(F.group_norm(x.double(), 8, w.double(), b.double(), 1e-6))
-m._ROWS_FROM_BYTES = 1  # this small x stands in for the 1-7 MB rows
-assert m._plan(x, w, b, 8)[0] == "by_capture"
-
-
-class Spy:
-    def __init__(self, name, inner):
-        self.name, self.inner = name, inner
-
-    def run(self, *args):
-        ran.append(self.name)
-        return self.inner.run(*args)
-
-
-for name in ("_launch_fused", "_launch_rows_partial", "_launch_finalize", "_launch_rows_apply"):
-    setattr(m, name, Spy(name, getattr(m, name)))
-for captured, kernels in ((False, ["_launch_fused"]), (True, ["_launch_rows_partial", "_launch_rows_apply"])):
-    m._capturing = lambda x, c=captured: c
-    ran = []
-    got = m.triton_group_norm_silu(x, w, b, 8, 1e-6)
-    assert [k for k in ran if k != "_launch_finalize"] == kernels, (captured, ran)
-    torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
-print("ok")
-"""
-
-
-def test_small_channels_last_x_takes_one_launch_eagerly_and_the_row_kernels_when_captured(interpreted):
-    """v8e: the one-launch kernel for an eager call (host time is what such a call costs), the row kernels for a call
-    recorded into a CUDA graph (their launches are paid once); both give the same y (Triton interpreter)."""
-    interpreted(_CAPTURE_PROBE)
-
-
 def test_sixteen_channel_groups_take_flat_tiles(interpreted):
     interpreted(_FLAT16_PROBE)
 
@@ -222,23 +183,22 @@ def test_channels_last_row_plans_cover_x_with_warps_along_the_channels():
         assert m._triton_plan(xc.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
     finally:
         m._ROWS = True
-    # A 3 MB channels_last x whose groups would take the one-launch path gets both plans from _ROWS_FROM_BYTES on
-    # (the row kernels when captured into a CUDA graph); a contiguous one, a smaller one, one the row kernels do not
-    # take (96 channels) and many (batch, group) programs keep the one-launch path alone.
+    # A 3 MB channels_last x whose groups take the one-launch path (off by default: L0028) goes to the row kernels
+    # from _ROWS_FROM_BYTES on; a contiguous one, a smaller one, one the row kernels do not take (96 channels) and
+    # many (batch, group) programs keep the one-launch path.
     cl = torch.channels_last_3d
     x6 = torch.empty((1, 256, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
-    both = m._triton_plan(x6, None, None, 32)
-    assert m._ROWS_FROM_BYTES == 1 << 20 and (both[0], both[1][0], both[2][0]) == ("by_capture", "fused", "split_rows")
-    assert m._triton_plan(x6.contiguous(), None, None, 32)[0] == "fused"
-    x_small = torch.empty((1, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)  # 0.5 MB
-    assert m._triton_plan(x_small, None, None, 32)[0] == "fused"
-    x96 = torch.empty((1, 96, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
-    assert m._triton_plan(x96, None, None, 32)[0] == "fused"
-    x_many = torch.empty((16, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)  # 512 groups
-    assert m._triton_plan(x_many, None, None, 32)[0] == "fused"
-    m._ROWS_FROM_BYTES = None
+    assert m._ROWS_FROM_BYTES is None and m._triton_plan(x6, None, None, 32)[0] == "fused"
+    m._ROWS_FROM_BYTES = 1 << 20
     try:
-        assert m._triton_plan(x6, None, None, 32)[0] == "fused"
+        assert m._triton_plan(x6, None, None, 32)[0] == "split_rows"
+        assert m._triton_plan(x6.contiguous(), None, None, 32)[0] == "fused"
+        x_small = torch.empty((1, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)  # 0.5 MB
+        assert m._triton_plan(x_small, None, None, 32)[0] == "fused"
+        x96 = torch.empty((1, 96, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
+        assert m._triton_plan(x96, None, None, 32)[0] == "fused"
+        x_many = torch.empty((16, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
+        assert m._triton_plan(x_many, None, None, 32)[0] == "fused"  # 512 (batch, group) programs
     finally:
-        m._ROWS_FROM_BYTES = 1 << 20
+        m._ROWS_FROM_BYTES = None
 

@@ -120,14 +120,14 @@ _ROWS_MAX_C = 4096
 _SPLIT_ROWS = (128, 16, 1, 128, 128, 1, 8)
 _ROWS_MIN_PROGRAMS = 2048    # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
-# v8e: a channels_last x of at least this many bytes whose groups take the one-launch path (few (batch, group)
-# programs, each reading its channels out of every row: 32 programs of 8 warps at 185 registers, one CTA per SM under
-# the GPU machine's Triton 3.6) takes the row kernels instead when the call is being captured into a CUDA graph, where
-# the two extra launches cost nothing at replay; an eager call keeps the one launch. H100 benches (L0026-L0028):
-# sending every such call to the row kernels (v8d) took hyvae_c256_t3_48x40_cl3d from 24.1 to 18.9 us by graph_us
-# (compile 23.4) but from 36.1 to 131.7 us by device_us (about 40 us of host time per launch on that host), and the
-# 10 rows of 1-7 MB of x from 0.515x to 1.123x of v8c by device_us and graph_us. None turns the row kernels off.
-_ROWS_FROM_BYTES = 1 << 20
+# Channels_last x of at least this many bytes takes the row kernels even where its groups would take the one-launch
+# path (few (batch, group) programs, each reading its channels out of every row: 32 programs of 8 warps at 185
+# registers, one CTA per SM under the GPU machine's Triton 3.6). Off: on the H100 (ledger L0026-L0030) 1 MB (v8d)
+# took hyvae_c256_t3_48x40_cl3d from 24.1 to 18.9 us by graph_us (compile 23.4) but from 36.1 to 131.7 us by device_us
+# (about 40 us of host time per launch on that host), and the 10 rows of 1-7 MB of x to 1.123x of v8c by graph_us
+# and 0.515x by device_us. Choosing per call by CUDA graph capture would get both, but a candidate may not read capture
+# state (kda.harness.guards: streams, events and timers belong to the harness).
+_ROWS_FROM_BYTES = None
 _FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
 _FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
 _FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
@@ -596,17 +596,15 @@ def _triton_plan(x, weight, bias, G):
     rows = channel_fast and _rows_fit(B, C, CPG)
     rows_first = (rows and _ROWS_FROM_BYTES is not None and B * G < _FUSED_MIN_PROGRAMS
                   and x.numel() * x.element_size() >= _ROWS_FROM_BYTES)
-    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX):
+    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX) \
+            and not rows_first:
         # Tiny groups share a program (a few thousand elements each); otherwise one program per group.
         gpb = min(next_pow2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
         ngb = cdiv(G, gpb)
         block_s = max(1, min(next_pow2(S), _TILE // (gpb * cpb)))
-        fused = ("fused", Plan((B * ngb, 1, 1), dt, (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb),
-                               (gpb, cpb, block_s, collapsed, wide, has_w, has_b),
-                               4 if gpb * cpb * block_s <= 2048 else 8))
-        if rows_first:
-            return ("by_capture", fused, _rows_plan(x, B, C, G, CPG, S, sxb, ss3, wide, dt, has_w, has_b))
-        return fused
+        return ("fused", Plan((B * ngb, 1, 1), dt, (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb),
+                              (gpb, cpb, block_s, collapsed, wide, has_w, has_b),
+                              4 if gpb * cpb * block_s <= 2048 else 8))
 
     # Split pass. Channel-fast layouts (channels_last) take every group in one tile; others one group per tile.
     f32 = torch.float32
@@ -637,11 +635,6 @@ def _triton_plan(x, weight, bias, G):
                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1),
                  apply_warps)
     return ("split", partial, finalize, apply, B * G * n_part, B * G)
-
-
-def _capturing(x) -> bool:
-    """Whether this call is being recorded into a CUDA graph (its launch cost is then paid once, not per replay)."""
-    return x.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 def _rows_fit(B, C, CPG):
@@ -702,8 +695,6 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
         plan = plan[2]
-    if plan[0] == "by_capture":
-        plan = plan[2] if _capturing(x) else plan[1]
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
     if plan[0] == "fused":
