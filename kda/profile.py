@@ -186,7 +186,7 @@ def resummarize(task, row_id: str, csv_dir: Path, slug: str) -> dict[str, dict]:
     and a CSV whose kernels are not that summary's (a later profile replaced the summary but not the CSV) is an
     error."""
     summaries = {}
-    for arm in ("baseline", "candidate", "compile", "eager"):
+    for arm in ("baseline", "compile", "eager", "candidate"):  # the order `--compare` writes: the peer, then the candidate
         path = csv_dir / f"{row_id}-{arm}.csv"
         if not path.is_file():
             continue
