@@ -318,6 +318,38 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    """Each results file's recorded commit against the sources it says it measured (git history needed)."""
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from kda.paths import repo_root, resolve_task
+    from kda.verify import NO_COMMIT, VERIFIED, verify
+
+    root = repo_root()
+    paths = [resolve_task(t) for t in args.tasks] if args.tasks else _all_tasks()
+    with Progress(transient=True) as bar:
+        job = bar.add_task("results files", total=None)
+        verdicts = verify(root, paths, progress=lambda i, n, p: bar.update(job, completed=i, total=n))
+    table = Table(title="Results files: recorded commit against the recorded candidate and harness sources")
+    for col in ("results file", "commit field", "status", "files differing there", "commits holding the sources"):
+        table.add_column(col, overflow="fold")
+    for v in verdicts:
+        if v.status == VERIFIED and not args.all:
+            continue
+        shown = ", ".join(c[:10] for c in v.matches[:3]) + (f" (+{len(v.matches) - 3})" if len(v.matches) > 3 else "")
+        table.add_row(str(v.path.relative_to(root)), (v.commit or "-")[:12], v.status,
+                      ", ".join(f if f.startswith("(") else Path(f).name for f in v.differing[:4])
+                      + (" ..." if len(v.differing) > 4 else ""),
+                      shown or "-")
+    ok = sum(v.status == VERIFIED for v in verdicts)
+    if table.row_count:
+        Console(width=200).print(table)
+    print(f"{ok}/{len(verdicts)} results files verified at their recorded commit")
+    return 1 if any(v.status == NO_COMMIT for v in verdicts) else 0
+
+
 def cmd_compile(args) -> int:
     """Lower every Triton launch each candidate plans for its production rows for a GPU architecture, on this
     machine (no GPU needed): the failures a benchmark call would otherwise find first."""
@@ -428,6 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--launches", action="store_true", help="also each launch's warps, registers, shared and local "
                    "memory and theoretical occupancy (sm_90 only)")
     p.set_defaults(fn=cmd_compile)
+
+    p = sub.add_parser("verify", help="check each results file's recorded commit against the candidate and harness "
+                       "sources it records (needs git history); names the commits that do hold them")
+    p.add_argument("tasks", nargs="*", help="task names or folders (default: every task)")
+    p.add_argument("--all", action="store_true", help="list verified files too")
+    p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")
     p.add_argument("task")
