@@ -120,30 +120,23 @@ def cmd_profile(args) -> int:
     from kda.profile import resummarize, run_profile, save
     from kda.task import Task
 
-    if args.from_csv:
-        task = Task.load(args.task)
-        task.select([args.row])
-        csv_dir = Path(args.from_csv)
-        slug = args.gpu or csv_dir.resolve().parent.name  # docs/profile/<gpu>/csv
-        summaries = resummarize(task, args.row, csv_dir, slug)
-        for arm, summary in summaries.items():
-            print(f"{task.name} {args.row} {arm}: {summary['duration_us']:.2f} us, {summary['bound']}")
-        for path in save(task, slug, args.row, summaries):
-            print(f"wrote {path}")
-        return 0
-    if not _has_gpu():
+    if not args.from_csv and not _has_gpu():
         raise KdaError("kda profile needs a GPU (Nsight Compute reads hardware counters)")
     task = Task.load(args.task)
     task.select([args.row])  # fails early, naming the row, if it does not exist
-    slug = gpu_slug(torch.cuda.get_device_name(0))
-    arms = [args.compare, "candidate"] if args.compare else [args.arm]
-    summaries = {}
-    for arm in arms:
-        summary, csv_text = run_profile(task, args.row, arm, slug, cache_dir() / "ncu" / task.name / slug)
-        summaries[arm] = summary
-        if args.save_csv:
-            Path(args.save_csv).mkdir(parents=True, exist_ok=True)
-            (Path(args.save_csv) / f"{args.row}-{arm}.csv").write_text(csv_text)
+    if args.from_csv:
+        csv_dir = Path(args.from_csv)
+        slug = args.gpu or csv_dir.resolve().parent.name  # docs/profile/<gpu>/csv
+        summaries = resummarize(task, args.row, csv_dir, slug)
+    else:
+        slug = gpu_slug(torch.cuda.get_device_name(0))
+        summaries = {}
+        for arm in [args.compare, "candidate"] if args.compare else [args.arm]:
+            summaries[arm], csv_text = run_profile(task, args.row, arm, slug, cache_dir() / "ncu" / task.name / slug)
+            if args.save_csv:
+                Path(args.save_csv).mkdir(parents=True, exist_ok=True)
+                (Path(args.save_csv) / f"{args.row}-{arm}.csv").write_text(csv_text)
+    for arm, summary in summaries.items():
         print(f"{task.name} {args.row} {arm}: {summary['duration_us']:.2f} us, {summary['bound']}")
     for path in save(task, slug, args.row, summaries):
         print(f"wrote {path}")

@@ -190,16 +190,14 @@ def resummarize(task, row_id: str, csv_dir: Path, slug: str) -> dict[str, dict]:
         path = csv_dir / f"{row_id}-{arm}.csv"
         if not path.is_file():
             continue
-        kernels = parse_raw_csv(path.read_text())
         old_path = task.path / "docs" / "profile" / slug / f"{row_id}-{arm}.json"
         old = json.loads(old_path.read_text()) if old_path.is_file() else {}
-        if old:
-            names = [k["name"] for k in summarize(kernels, None)["kernels"]]
-            if names != [k["name"] for k in old.get("kernels", [])]:
-                raise KdaError(f"{path}: its kernels {names} are not those of {old_path} "
-                               f"{[k['name'] for k in old.get('kernels', [])]}: the CSV is from another profile")
         copy = old["copy_tbps"] if "copy_tbps" in old else latest_copy_tbps(task.path, slug)
-        summary = summarize(kernels, copy)
+        summary = summarize(parse_raw_csv(path.read_text()), copy)
+        names, old_names = [k["name"] for k in summary["kernels"]], [k["name"] for k in old.get("kernels", [])]
+        if old and names != old_names:
+            raise KdaError(f"{path}: its kernels {names} are not those of {old_path} {old_names}: the CSV is from "
+                           "another profile")
         summary.update({"task": task.name, "row": row_id, "arm": arm, "gpu": slug, "command": old.get("command")})
         summaries[arm] = summary
     if not summaries:

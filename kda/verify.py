@@ -37,32 +37,28 @@ class Blobs:
     """sha256 of files at commits, through one `git cat-file --batch` process (thousands of lookups stay fast)."""
 
     def __init__(self, root: Path):
-        self.root = root
         self.proc = subprocess.Popen(["git", "cat-file", "--batch"], cwd=root, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE)
         self.cache: dict[str, str | None] = {}
 
-    def sha256(self, commit: str, path: str) -> str | None:
-        key = f"{commit}:{path}"
-        if key not in self.cache:
-            self.proc.stdin.write(key.encode() + b"\n")
-            self.proc.stdin.flush()
-            header = self.proc.stdout.readline().split()
-            if len(header) < 3 or header[1] != b"blob":
-                self.cache[key] = None  # "missing": no such commit, or no such file in it
-            else:
-                body = self.proc.stdout.read(int(header[2]) + 1)[:-1]
-                self.cache[key] = hashlib.sha256(body).hexdigest()
-        return self.cache[key]
-
-    def is_commit(self, ref: str) -> bool:
-        self.proc.stdin.write(f"{ref}^{{commit}}\n".encode())
+    def _get(self, spec: str) -> tuple[bytes, bytes]:
+        """(object type, contents) of a `git cat-file` object spec; type b"missing" when there is none."""
+        self.proc.stdin.write(spec.encode() + b"\n")
         self.proc.stdin.flush()
         header = self.proc.stdout.readline().split()
         if len(header) < 3:
-            return False
-        self.proc.stdout.read(int(header[2]) + 1)
-        return header[1] == b"commit"
+            return b"missing", b""
+        return header[1], self.proc.stdout.read(int(header[2]) + 1)[:-1]
+
+    def sha256(self, commit: str, path: str) -> str | None:
+        key = f"{commit}:{path}"
+        if key not in self.cache:
+            kind, body = self._get(key)  # missing: no such commit, or no such file in it
+            self.cache[key] = hashlib.sha256(body).hexdigest() if kind == b"blob" else None
+        return self.cache[key]
+
+    def is_commit(self, ref: str) -> bool:
+        return self._get(f"{ref}^{{commit}}")[0] == b"commit"
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -78,7 +74,7 @@ def recorded_files(header: dict) -> dict[str, str]:
             for k, v in sources[part].items()}
 
 
-def verify_file(path: Path, root: Path, blobs: Blobs, history: list[str]) -> Verdict:
+def verify_file(path: Path, blobs: Blobs, history: list[str]) -> Verdict:
     try:
         header = json.loads(path.read_text().splitlines()[0])
     except (OSError, IndexError, json.JSONDecodeError) as e:
@@ -96,7 +92,7 @@ def verify_file(path: Path, root: Path, blobs: Blobs, history: list[str]) -> Ver
     return Verdict(path, commit, OTHER_COMMIT if matches else NO_COMMIT, differing, matches)
 
 
-def results_files(root: Path, task_dirs: list[Path]) -> list[Path]:
+def results_files(task_dirs: list[Path]) -> list[Path]:
     out = []
     for d in task_dirs:
         out += sorted((d / "results").glob("*.jsonl")) + sorted((d / "results" / "history").glob("*.jsonl"))
@@ -105,7 +101,7 @@ def results_files(root: Path, task_dirs: list[Path]) -> list[Path]:
 
 def verify(root: Path, task_dirs: list[Path], progress=None) -> list[Verdict]:
     """A verdict per results file of the tasks; `progress(i, n, path)` is called before each file."""
-    files = results_files(root, task_dirs)
+    files = results_files(task_dirs)
     history = git("rev-list", "HEAD", cwd=root).split()  # newest first
     blobs = Blobs(root)
     try:
@@ -113,7 +109,7 @@ def verify(root: Path, task_dirs: list[Path], progress=None) -> list[Verdict]:
         for i, path in enumerate(files):
             if progress:
                 progress(i, len(files), path)
-            verdicts.append(verify_file(path, root, blobs, history))
+            verdicts.append(verify_file(path, blobs, history))
         return verdicts
     finally:
         blobs.close()

@@ -1,24 +1,12 @@
 """scripts/graph_placement.py on a CPU: a variant arm swaps its attributes in only for the duration of each call and
 clears cached launch plans around it, so a captured graph holds the variant's kernels and the default arm's do not
 change."""
-import importlib.util
-import sys
 import types
 
-from kda.paths import repo_root
+from script_support import load_script
 
 
-def _load():
-    scripts = str(repo_root() / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)  # the script imports layout_sweep from its own folder
-    spec = importlib.util.spec_from_file_location("graph_placement", repo_root() / "scripts" / "graph_placement.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-GP = _load()
+GP = load_script("graph_placement")
 
 
 def _module(name, **attrs):

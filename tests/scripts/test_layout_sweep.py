@@ -1,22 +1,14 @@
 """scripts/layout_sweep.py on a CPU: every variant it can sweep patches knobs the candidate really has (a renamed
 knob would otherwise make a sweep time the default under another name), and the error measure that sweep and
 graph_placement check variants with."""
-import importlib.util
 
 import pytest
 import torch
 
-from kda.paths import repo_root
+from script_support import load_script
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("layout_sweep", repo_root() / "scripts" / "layout_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-SWEEP = _load()
+SWEEP = load_script("layout_sweep")
 
 
 @pytest.mark.parametrize("task", sorted(SWEEP.VARIANTS))

@@ -1,18 +1,10 @@
 """scripts/warm_baseline.py on a CPU: which rows it builds (the warm-up itself needs a GPU)."""
-import importlib.util
 
-from kda.paths import repo_root
 from kda.task import Task
+from script_support import load_script
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("warm_baseline", repo_root() / "scripts" / "warm_baseline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-WARM = _load()
+WARM = load_script("warm_baseline")
 
 
 def test_baseline_builds_one_row_per_adapter_build_key():
