@@ -1,7 +1,7 @@
 """The three timers, bound to the functions captured when this module was imported (before any candidate ran).
 
-- device_us: CUDA events around N back-to-back calls; a device-wide synchronize precedes the end stamp, so work
-  a call left on another stream is counted.
+- device_us: CUDA events around N back-to-back calls, behind one untimed lead call; a device-wide synchronize
+  precedes the end stamp, so work a call left on another stream is counted.
 - wall_us: host clock around one call followed by a device synchronize: what a single caller waits.
 - graph_us: the same N calls captured once in a CUDA graph and replayed: device time without the launch path.
 """
@@ -34,9 +34,16 @@ class Flusher:
 
 
 def device_us(call, n: int, flush: Flusher) -> float:
+    """The start stamp is enqueued behind one untimed call: it is taken when that call's work ends, by which time
+    the host has queued the first timed call unless the arm is host-bound (and then the host's pace is what the
+    sample measures). Stamped on an idle GPU instead, every sample also held the launch path of its first call and
+    that call's first touch of its buffers after another arm ran, once per sample whatever N: on an H100 about 50
+    and 60 us of a 600 us call timed one per sample (scripts/first_call.py; docs/evidence/ holds the runs). The
+    host synchronize ahead of the end stamp still costs about 35 us per sample there, which N amortizes."""
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-    flush()
     _sync()
+    call()
+    flush()  # after the lead call: a cold sample must not find what the lead call left in the L2
     _record(start)
     for _ in range(n):
         call()

@@ -1,0 +1,56 @@
+"""The order of operations in a device_us sample, with the CUDA primitives replaced by recorders (no GPU needed)."""
+import pytest
+
+from kda.harness import timing
+
+
+class FakeEvent:
+    def __init__(self, enable_timing=False):
+        self.name = None
+
+
+@pytest.fixture
+def trace(monkeypatch):
+    log = []
+    events = []
+
+    def make_event(enable_timing=False):
+        e = FakeEvent(enable_timing)
+        e.name = "start" if not events else "end"
+        events.append(e)
+        return e
+
+    monkeypatch.setattr(timing, "_Event", make_event)
+    monkeypatch.setattr(timing, "_sync", lambda: log.append("sync"))
+    monkeypatch.setattr(timing, "_record", lambda e: log.append(f"record {e.name}"))
+    monkeypatch.setattr(timing, "_event_sync", lambda e: log.append(f"wait {e.name}"))
+    monkeypatch.setattr(timing, "_elapsed", lambda a, b: 2.5)  # ms
+    return log
+
+
+class Flush:
+    def __init__(self, log):
+        self.log = log
+
+    def __call__(self):
+        self.log.append("flush")
+
+
+def test_device_us_stamps_the_start_behind_one_untimed_call(trace):
+    us = timing.device_us(lambda: trace.append("call"), 3, Flush(trace))
+    assert trace == ["sync", "call", "flush", "record start", "call", "call", "call", "sync", "record end",
+                     "wait end"]
+    assert us == pytest.approx(2500.0 / 3)
+
+
+def test_device_us_flushes_after_the_lead_call_so_a_cold_sample_stays_cold(trace):
+    timing.device_us(lambda: trace.append("call"), 1, Flush(trace))
+    lead, flush, start = trace.index("call"), trace.index("flush"), trace.index("record start")
+    assert lead < flush < start
+    assert trace[start:].count("call") == 1
+
+
+def test_flusher_writes_only_when_cold():
+    hot = timing.Flusher(False, 1 << 20)
+    hot()
+    assert hot.buf is None and hot.value == 0
