@@ -23,6 +23,7 @@ def test_cpu_gate_passes_every_cpu_row(name):
     # Every checked row compared the candidate against the oracle at least twice per trial.
     assert all(r["checks"]["candidate"]["checks"] >= 2 * task.cfg["check"]["trials"] for r in out["rows"])
     assert "path" not in out  # the CPU gate never writes a results file: no timing was taken
+    assert out["provenance"]["device_us_start"] == "lead call"  # every run names its device_us protocol
     if task.cfg["task"]["language"] != "triton":
         # The baseline was skipped, not silently missing: no baseline check ran and every row says why.
         assert not any("baseline" in r["checks"] for r in out["rows"])

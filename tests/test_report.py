@@ -41,3 +41,19 @@ def test_fast_p_counts_only_correct_tasks():
     from pathlib import Path
     md = report.campaign_md({Path("a"): [F(3, 3, 1.3)], Path("b"): [F(2, 3, 2.0)], Path("c"): [F(3, 3, 0.9)]})
     assert "| X | 3 | 1/3 | 1/3 | 0/3 |" in md
+
+
+def test_device_us_start_reads_provenance_and_names_the_older_protocol():
+    assert report.device_us_start({"device_us_start": "lead call", "commit": "0" * 40}) == "lead call"
+    lead = next(iter(report.LEAD_CALL_BEFORE_FIELD))
+    assert report.device_us_start({"commit": lead}) == "lead call"
+    assert report.device_us_start({"commit": "1" * 40}) == "idle GPU"
+    assert report.device_us_start({}) == "idle GPU"
+
+
+def test_every_committed_results_row_of_the_readme_names_its_device_us_start():
+    readme = (repo_root() / "README.md").read_text()
+    block = readme.split("<!-- kda:results:start -->")[1].split("<!-- kda:results:end -->")[0]
+    header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
+    col = header.split(" | ").index("device_us start")
+    assert rows and all(r.split(" | ")[col] in ("lead call", "idle GPU") for r in rows)

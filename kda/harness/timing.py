@@ -20,6 +20,10 @@ _event_sync = torch.cuda.Event.synchronize
 _replay = torch.cuda.CUDAGraph.replay
 
 
+# Written into every results file's provenance as `device_us_start`: how a device_us sample's start stamp is taken.
+DEVICE_US_START = "lead call"
+
+
 class Flusher:
     """Writes a buffer twice the L2 size before a cold sample; a no-op when the configured state is hot."""
 
@@ -37,9 +41,9 @@ def device_us(call, n: int, flush: Flusher) -> float:
     """The start stamp is enqueued behind one untimed call: it is taken when that call's work ends, by which time
     the host has queued the first timed call unless the arm is host-bound (and then the host's pace is what the
     sample measures). Stamped on an idle GPU instead, every sample also held the launch path of its first call and
-    that call's first touch of its buffers after another arm ran, once per sample whatever N: on an H100 about 50
-    and 60 us of a 600 us call timed one per sample (scripts/first_call.py; docs/evidence/ holds the runs). The
-    host synchronize ahead of the end stamp still costs about 35 us per sample there, which N amortizes."""
+    that call's first touch of its buffers after another arm ran, once per sample whatever N, which on rows timed
+    one call per sample was a quarter of the candidate's time (scripts/first_call.py takes a sample apart; its runs
+    are in docs/evidence/). The host synchronize ahead of the end stamp stays in every sample; N amortizes it."""
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _sync()
     call()
