@@ -61,6 +61,9 @@ SPEC = {
         "warmup": Field(int, check=positive),
         "target_sample_us": Field(float, check=positive, doc="calibrated so one sample of N calls lasts this long"),
         "max_inner": Field(int, check=positive),
+        "min_inner": Field(int, check=positive,
+                           doc="at least this many calls per sample (l2 hot), so the synchronize ahead of each "
+                               "sample's end stamp is shared by several calls where the baseline is slow"),
         "wall_repeats": Field(int, check=positive),
         "l2": Field(str, check=one_of("hot", "cold")),
         "row_timeout_s": Field(float, check=positive),
@@ -114,4 +117,8 @@ def load_config(path: Path) -> TaskConfig:
     data = validate(raw, SPEC, str(path))
     if data["task"]["name"] != path.parent.name:
         raise KdaError(f"{path}: key 'task.name' is {data['task']['name']!r} but the folder is {path.parent.name!r}")
+    bench = data["bench"]
+    if bench["min_inner"] > bench["max_inner"]:
+        raise KdaError(f"{path}: key 'bench.min_inner' is {bench['min_inner']}, above bench.max_inner "
+                       f"({bench['max_inner']}): expected at most max_inner")
     return TaskConfig(path, data)

@@ -124,3 +124,15 @@ def test_not_toml(tmp_path):
 def test_no_such_file(tmp_path):
     msg = load_err(tmp_path / "fuse_scale_shift" / "config.toml")
     assert "no such file" in msg
+
+
+def test_min_inner_above_max_inner_names_both_keys(tmp_path):
+    text = re.sub(r"(?m)^min_inner = \d+$", "min_inner = 2048", TEXT)
+    assert text != TEXT
+    msg = load_err(write(tmp_path, text))
+    assert "bench.min_inner" in msg and "2048" in msg and "max_inner (1024)" in msg
+
+
+def test_min_inner_is_required(tmp_path):
+    text = re.sub(r"(?m)^min_inner = \d+\n", "", TEXT)
+    assert "min_inner" in load_err(write(tmp_path, text))

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -35,6 +36,15 @@ class Flusher:
         if self.buf is not None:
             self.value = (self.value + 1) % 251
             self.buf.fill_(self.value)
+
+
+def inner_count(one_call_us: float, bench: dict) -> int:
+    """Calls per sample: enough for a sample of about bench.target_sample_us at the baseline's one-call time, within
+    [min_inner, max_inner]; one where the L2 is cold (each sample starts from a flushed L2)."""
+    if bench["l2"] == "cold":
+        return 1
+    wanted = math.ceil(bench["target_sample_us"] / max(one_call_us, 1e-3))
+    return max(bench["min_inner"], min(bench["max_inner"], wanted))
 
 
 def device_us(call, n: int, flush: Flusher) -> float:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
@@ -344,7 +343,7 @@ class RowRunner:
             flush = timing.Flusher(b["l2"] == "cold", torch.cuda.get_device_properties(0).L2_cache_size)
             base_one = sorted(timing.device_us(self.arms["baseline"] if "baseline" in self.arms else self.arms["candidate"], 1, flush)
                               for _ in range(3))[1]
-            inner = 1 if b["l2"] == "cold" else max(1, min(b["max_inner"], math.ceil(b["target_sample_us"] / max(base_one, 1e-3))))
+            inner = timing.inner_count(base_one, b)
             result["inner"] = inner
             graphs = {n: timing.GraphArm(self.arms[n], inner) for n in names}
             if self.inplace and not self.args.aa:

@@ -54,3 +54,22 @@ def test_flusher_writes_only_when_cold():
     hot = timing.Flusher(False, 1 << 20)
     hot()
     assert hot.buf is None and hot.value == 0
+
+
+BENCH = {"l2": "hot", "target_sample_us": 4000.0, "min_inner": 4, "max_inner": 1024}
+
+
+def test_inner_count_fills_a_sample_at_the_baseline_time():
+    assert timing.inner_count(40.0, BENCH) == 100
+    assert timing.inner_count(0.5, BENCH) == 1024  # capped
+    assert timing.inner_count(1e-9, BENCH) == 1024  # a zero reading does not divide by zero
+
+
+def test_inner_count_keeps_min_inner_calls_where_the_baseline_is_slow():
+    # A 10 ms baseline would fill a sample with one call; the end stamp's synchronize is then shared by min_inner.
+    assert timing.inner_count(10_000.0, BENCH) == 4
+    assert timing.inner_count(10_000.0, {**BENCH, "min_inner": 1}) == 1
+
+
+def test_inner_count_is_one_when_the_l2_is_cold():
+    assert timing.inner_count(40.0, {**BENCH, "l2": "cold"}) == 1
