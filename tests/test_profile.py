@@ -1,6 +1,8 @@
 """kda.profile parses Nsight Compute's raw CSV export (fixtures taken on an H200) into a named bound."""
 from pathlib import Path
 
+import json
+
 import pytest
 
 from kda.errors import KdaError
@@ -105,3 +107,28 @@ def test_resummarize_rebuilds_from_saved_csvs_and_keeps_what_the_profile_recorde
         resummarize(task, "r", csv_dir, "h100")
     with pytest.raises(KdaError, match="no raw CSV for row q"):
         resummarize(task, "q", csv_dir, "h100")
+
+
+def _kept_csv_rows():
+    from kda.paths import all_task_dirs
+
+    rows = []
+    for task_dir in all_task_dirs():
+        for csv_dir in sorted(task_dir.glob("docs/profile/*/csv")):
+            ids = sorted({p.stem.rsplit("-", 1)[0] for p in csv_dir.glob("*.csv")})
+            rows += [(task_dir.name, csv_dir.parent.name, rid) for rid in ids]
+    return rows
+
+
+@pytest.mark.parametrize("task_name,slug,row_id", _kept_csv_rows())
+def test_every_kept_csv_rebuilds_its_committed_summary(task_name, slug, row_id):
+    """A kept raw profile and the summary beside it must agree: a CSV a later profile made stale is moved out of
+    csv/ (its history/ folder says why), so `kda profile --from-csv` can rebuild every summary from what is kept."""
+    from kda.profile import resummarize
+    from kda.task import Task
+
+    task = Task.load(task_name)
+    csv_dir = task.path / "docs" / "profile" / slug / "csv"
+    for arm, summary in resummarize(task, row_id, csv_dir, slug).items():
+        committed = task.path / "docs" / "profile" / slug / f"{row_id}-{arm}.json"
+        assert committed.read_text() == json.dumps(summary, indent=1) + "\n", f"{committed} differs from its CSV"
