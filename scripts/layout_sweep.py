@@ -167,6 +167,10 @@ def _ntma_layouts():
     out = {f"wide_w{w}": {"_layout": (lambda w=w: lambda block_d: (1, w) if block_d >= 2048 else default(block_d))()}
            for w in (4, 8, 16, 32)}
     out["default"] = {}
+    # scale and shift loaded with x (more registers: 53 -> 93 under Triton 3.9 on zimage_attn_norm_scale, kda
+    # compile), at the default warps and at 16
+    out["early"] = {"_EARLY_LOADS": True}
+    out["early_w16"] = {"_EARLY_LOADS": True, **out["wide_w16"]}
     return m, out
 
 

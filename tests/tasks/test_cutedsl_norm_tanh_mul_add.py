@@ -1,6 +1,8 @@
 """cutedsl_norm_tanh_mul_add task folder: both entry points among the production rows, the Z-Image call shapes, and
 the oracle against PyTorch's own RMS/LayerNorm. Checks every task shares: tests/test_task_folders.py; the CPU gate
 (candidate against the oracle): tests/test_cpu_gate.py."""
+import textwrap
+
 import torch
 import torch.nn.functional as F
 
@@ -68,3 +70,55 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
     torch.testing.assert_close(got["y2"], exact["y2"], rtol=0, atol=0)
     half = TASK.oracle.reference(_row(TMAN), {**inp, "x": x.bfloat16()})
     assert half["y"].dtype == half["y2"].dtype == torch.float32
+
+
+# The candidate's untimed variant with scale and shift loaded ahead of the first reduction (_EARLY_LOADS, off by
+# default; scripts/layout_sweep.py times it as `early*`), under Triton's interpreter in a fresh process: both forms,
+# both norms, 16-bit and fp32 rows, per-row and broadcast scale, must match the oracle as the default path does.
+_EARLY_PROBE = textwrap.dedent("""
+    import sys
+    import torch
+    from kda.task import Task
+    task = Task.load("cutedsl_norm_tanh_mul_add")
+    sol = task.load_solution()
+    mod = sys.modules[sol.__name__ + ".norm_tanh_mul_add"]
+    g = torch.Generator().manual_seed(9)
+    B, S, D = 2, 3, 768
+    def run(function, norm_type, dtype, per_row):
+        rn = lambda *shape: torch.randn(*shape, generator=g).to(dtype)
+        row = next(r for r in task.rows if r.function == function and r.scalars["norm_type"] == norm_type)
+        eps = float(row.scalars["eps"])
+        inp = dict(x=rn(B, S, D), weight=rn(D), bias=rn(D) if norm_type == "layer" else None,
+                   scale=rn(B, S, D) if per_row else rn(1, 1, D), shift=rn(B, S, D))
+        if function.endswith("norm_scale"):
+            inp.update(weight2=rn(D), bias2=inp["bias"], scale2=rn(1, 1, D))
+            got = dict(zip(("y", "y2"), sol.fused_norm_tanh_mul_add_norm_scale(
+                inp["x"], inp["weight"], inp["bias"], inp["scale"], inp["shift"], inp["weight2"], inp["bias2"],
+                inp["scale2"], norm_type, eps)))
+        else:
+            got = {"y": sol.fused_norm_tanh_mul_add(inp["x"], inp["weight"], inp["bias"], inp["scale"], inp["shift"],
+                                                    norm_type, eps)}
+        ref = task.oracle.reference(row, inp)
+        atol, rtol = task.cfg.tolerance(str(dtype).split(".")[-1])
+        for k, v in got.items():
+            err = (v.to(ref[k].dtype) - ref[k]).abs()
+            assert bool((err <= atol + rtol * ref[k].abs()).all()), (function, norm_type, dtype, k, float(err.max()))
+        return got
+    for function in ("fused_norm_tanh_mul_add", "fused_norm_tanh_mul_add_norm_scale"):
+        for norm_type in ("rms", "layer"):
+            for dtype, per_row in ((torch.bfloat16, False), (torch.float32, True)):
+                mod._EARLY_LOADS = False
+                state = g.get_state()
+                default = run(function, norm_type, dtype, per_row)
+                mod._EARLY_LOADS = True
+                g.set_state(state)
+                early = run(function, norm_type, dtype, per_row)
+                for k in default:  # the same math in another order of loads: the same bits
+                    assert torch.equal(default[k], early[k]), (function, norm_type, dtype, k)
+    print("ok")
+""")
+
+
+def test_early_loads_variant_matches_the_oracle_and_the_default(interpreted):
+    interpreted(_EARLY_PROBE)
+

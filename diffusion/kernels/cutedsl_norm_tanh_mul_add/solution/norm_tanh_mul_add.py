@@ -47,6 +47,7 @@ def _ntma_kernel(
     eps,
     IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, NORM2: tl.constexpr, HAS_W2: tl.constexpr,
     HAS_B2: tl.constexpr, PRECISE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+    EARLY: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_D)
@@ -56,8 +57,14 @@ def _ntma_kernel(
     bi = rows // S
     si = rows % S
     x = tl.load(x_ptr + (bi * sxb + si * sxs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    if EARLY:
+        # scale and shift issued with x, ahead of the first reduction: one DRAM round trip before the row's first
+        # store instead of two (ncu, zimage rows on the H100: long_scoreboard is the top stall, at 47% occupancy)
+        z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0)
+        sh_raw = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0)
     n = _norm_rows(x, w_ptr, b_ptr, cols, mask, cmask, D, eps, IS_LN, HAS_W, HAS_B)
-    z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0)
+    if not EARLY:
+        z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0)
     if PRECISE:
         # fp64 exp (libdevice on the GPU): near z = 0, 1 - t cancels, and an fp32 ex2.approx left tanh several ulps
         # off, which the second norm amplifies in y2 (reg_tman_fp32_layer_affine, H200 ca2f94a).
@@ -67,8 +74,9 @@ def _ntma_kernel(
     t = tl.exp(-2.0 * tl.abs(z))
     th = (1.0 - t) / (1.0 + t)
     th = tl.where(z < 0, -th, th).to(tl.float32)
-    sh = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    y = n * th + sh
+    if not EARLY:
+        sh_raw = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0)
+    y = n * th + sh_raw.to(tl.float32)
     tl.store(y_ptr + (bi * syb + si * sys_)[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     if NORM2:
         y = tl.where(mask, y, 0.0)
@@ -113,6 +121,9 @@ def _affine(weight, bias, is_ln):
     return weight is not None, False
 
 
+_EARLY_LOADS = False  # scale and shift loaded with x (an untimed variant: scripts/layout_sweep.py `early_*`)
+
+
 def _layout(block_d):
     """(rows per program, warps): whole rows of at least 2K lanes per program, 4 lanes per thread (4 to 16 warps)."""
     block_m = max(1, 2048 // block_d)
@@ -155,7 +166,7 @@ def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, 
         (M, S, D, x.stride(0), x.stride(1), out.stride(0), out.stride(1), o2.stride(0), o2.stride(1),
          sc[0], sc[1], sh[0], sh[1], c2[0], c2[1]),
         (float(eps),),
-        (is_ln, has_w, has_b, norm2, has_w2, has_b2, x.dtype == torch.float32, block_m, block_d),
+        (is_ln, has_w, has_b, norm2, has_w2, has_b2, x.dtype == torch.float32, block_m, block_d, _EARLY_LOADS),
         num_warps,
     )
     return out, out2
