@@ -41,6 +41,8 @@ Design:
   16-bit rows (ledger L0020), so only float32 takes it (_STREAM_DTYPES).
 - v8: channels_last x on the split path through row kernels (_gn_rows_*: statistics over tiles of whole rows of C
   channels, column sums kept in each lane; apply over [channel block, rows] tiles that write runs of y's rows).
+- v9 (written, not yet timed; off: _TEAM): contiguous 16-bit x above _RESIDENT_MAX_BYTES through a persistent grid
+  of teams (_gn_team_kernel), each team on its own units, so x is re-read from the L2 while other teams stream.
 
 """
 import math
@@ -82,6 +84,22 @@ _STREAM_CTAS_PER_SM = 1            # at most (the 192 KB ring leaves room for on
 _STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus at least this much x
 _STREAM_L2_SPAN = None             # if set, the lag grows to this many bytes less one group (x kept in the L2)
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
+
+# v9 (untimed, off): contiguous 16-bit x above _RESIDENT_MAX_BYTES through one persistent Triton grid of teams
+# (_gn_team_kernel). One program per SM; the programs form `teams` teams and team t takes units (batch, group)
+# t, t + teams, ...: each program reads its slice of the unit (statistics), the team waits on a counter, and each
+# program re-reads its own slice, read moments before, from the L2 (apply). Unlike v6's one grid on one unit at a
+# time, a team waiting at its counter leaves the other teams streaming. Teams are as many as fit units of x in
+# _TEAM_L2_BYTES. Triton cannot ask for a cooperative launch: the grid is _TEAM_PER_SM programs per SM, which the
+# kernel's registers let every SM hold at once (48 registers a thread at 4096 x 8 warps: five fit, kda.aot, sm_90), so
+# every program is resident when the GPU runs nothing else (the waits would hang otherwise). Several programs per SM
+# because one 8-warp program per SM keeps about 0.5 MB in flight over 132 SMs, where DRAM needs several MB.
+_TEAM = False
+_TEAM_DTYPES = (torch.float16, torch.bfloat16)
+_TEAM_L2_BYTES = 20 << 20      # x of the units in flight at once (H100 and H200 L2: 50 and 60 MiB)
+_TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must be a multiple of it
+_TEAM_WARPS = 8
+_TEAM_PER_SM = 4
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -461,6 +479,74 @@ def _gn_rows_apply_kernel(
         tl.store(y_base + c2 * S + s, y.to(y_base.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
+                    U, G, CPG, M, S, SLICE, eps,
+                    TEAM: tl.constexpr, TEAMS: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr,
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    """v9: teams of programs over units of M contiguous elements (one batch's group; channels of S elements, S a
+    multiple of BLOCK). Statistics are sums of x - K, K the unit's first element (no E[x^2] - mean^2 cancellation
+    when |mean| >> std); a unit's counters go back to zero once its whole team has read the partials."""
+    pid = tl.program_id(0)
+    team = pid // TEAM
+    rank = pid % TEAM
+    lo = rank * SLICE
+    hi = tl.minimum(lo + SLICE, M)
+    n_tiles = tl.maximum(hi - lo, 0) // BLOCK
+    lanes = tl.arange(0, BLOCK)
+    for k in range(0, (U - team + TEAMS - 1) // TEAMS):
+        u = team + k * TEAMS
+        base = u.to(tl.int64) * M
+        pivot = tl.load(x_ptr + base).to(tl.float32)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        acc2 = tl.zeros([BLOCK], dtype=tl.float32)
+        for i in range(0, n_tiles):
+            v = tl.load(x_ptr + base + lo + i * BLOCK + lanes, eviction_policy="evict_last").to(tl.float32) - pivot
+            acc += v
+            acc2 += v * v
+        slot = (u * TEAM + rank) * 2
+        tl.store(part_ptr + slot, tl.sum(acc, axis=0))
+        tl.store(part_ptr + slot + 1, tl.sum(acc2, axis=0))
+        # Whichever threads stored the partials, the CTA barrier orders their stores before the release (and the
+        # acquire before every thread's loads of the team's partials).
+        tl.debug_barrier()
+        tl.atomic_add(cnt_ptr + u, 1, sem="release")
+        seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
+        while seen < TEAM:
+            seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
+        tl.debug_barrier()
+        r = tl.arange(0, TEAM_P2)
+        rmask = r < TEAM
+        s1 = tl.sum(tl.load(part_ptr + (u * TEAM + r) * 2, mask=rmask, other=0.0, cache_modifier=".cg"), axis=0)
+        s2 = tl.sum(tl.load(part_ptr + (u * TEAM + r) * 2 + 1, mask=rmask, other=0.0, cache_modifier=".cg"), axis=0)
+        d = s1 / M
+        mean = pivot + d
+        rstd = 1.0 / tl.sqrt(tl.maximum(s2 / M - d * d, 0.0) + eps)
+        if tl.atomic_add(done_ptr + u, 1, sem="acq_rel") == TEAM - 1:
+            tl.atomic_xchg(cnt_ptr + u, 0)
+            tl.atomic_xchg(done_ptr + u, 0)
+        g = u % G
+        # Newest tiles first: the likeliest to be in the L2 still.
+        for i in range(0, n_tiles):
+            off = lo + (n_tiles - 1 - i) * BLOCK
+            c = g * CPG + off // S
+            w = 1.0
+            b = 0.0
+            if HAS_W:
+                w = tl.load(w_ptr + c).to(tl.float32)
+            if HAS_B:
+                b = tl.load(b_ptr + c).to(tl.float32)
+            v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
+            y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
+            tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+
+
+@triton.jit
+def _zero_kernel(p_ptr, N, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(p_ptr + i, tl.zeros([BLOCK], dtype=tl.int32), mask=i < N)
+
+
 def _spatial_layout(x):
     """(S2, S3, ss1, ss2, ss3, collapsed): the spatial dims of x merged where memory allows, as at most three
     (sizes S1 x S2 x S3, strides ss1, ss2, ss3); collapsed means one dim (index s at stride ss3)."""
@@ -534,6 +620,50 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
     return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
 
 
+def team_plan(units, group_elems, channel_elems, elem, programs):
+    """(team, teams, slice) for the team kernel, or None when it cannot take x: `programs` programs (all resident) in
+    `teams` teams of `team`, as many teams as units of x fit in _TEAM_L2_BYTES (at least one, at most the units);
+    each program owns `slice` elements of a unit, a multiple of _TEAM_BLOCK (the last programs of a team may own
+    fewer, or none)."""
+    if channel_elems % _TEAM_BLOCK or units < 1 or programs < 1 or group_elems >= 2**31:
+        return None
+    teams = max(1, min(units, programs, _TEAM_L2_BYTES // (group_elems * elem)))
+    team = programs // teams
+    tiles = group_elems // _TEAM_BLOCK
+    return team, teams, cdiv(tiles, team) * _TEAM_BLOCK
+
+
+def _team_counters(device, units):
+    """The per-unit arrival and release counters (int32, zero between calls), per device, grown as needed; zeroed
+    by a kernel of this module (a PyTorch memset on the candidate's path is flagged by the harness)."""
+    key = device.index if device.type == "cuda" else -1
+    buf = _counters.get(key)
+    if buf is None or buf.numel() < 2 * units:
+        buf = torch.empty(2 * max(units, 64), dtype=torch.int32, device=device)
+        _launch_zero(((buf.numel() + 1023) // 1024, 1, 1), (buf,), (buf.numel(),), (), (1024,), 4)
+        _counters[key] = buf
+    return buf[:units], buf[units:2 * units]
+
+
+_counters = {}
+
+
+def _run_team(x, weight, bias, out, G, eps, plan):
+    """One call of the team kernel with plan = (team, teams, slice)."""
+    team, teams, slice_ = plan
+    B, C = x.shape[0], x.shape[1]
+    units, cpg = B * G, C // G
+    S = x.numel() // (B * C)
+    cnt, done = _team_counters(x.device, units)
+    part = torch.empty((units * team * 2,), dtype=torch.float32, device=x.device)
+    w_arg = weight if weight is not None else out
+    b_arg = bias if bias is not None else out
+    _launch_team((team * teams, 1, 1), (x, w_arg, b_arg, out, part, cnt, done), (units, G, cpg, cpg * S, S, slice_),
+                 (float(eps),), (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
+                 _TEAM_WARPS)
+    return out
+
+
 _limits = {}
 
 
@@ -548,8 +678,8 @@ def _device_limits(device):
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("stream", stream_plan(...), triton plan) above, else the Triton
-    plan."""
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_plan(...), triton plan) or ("stream",
+    stream_plan(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
@@ -559,6 +689,10 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
+        tp = team_plan(B * G, (C // G) * S, S, x.element_size(), sms * _TEAM_PER_SM) \
+            if _TEAM and x.dtype in _TEAM_DTYPES else None
+        if tp is not None:
+            return ("team", tp, fallback)
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
             if _STREAM and x.dtype in _STREAM_DTYPES else None
         return fallback if sp is None else ("stream", sp, fallback)
@@ -691,6 +825,8 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
+    elif plan[0] == "team":
+        return _run_team(x, weight, bias, out, G, eps, plan[1])
     elif plan[0] == "stream":
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
@@ -719,6 +855,8 @@ _launch_finalize = LaunchCache(_gn_finalize_kernel)
 _launch_apply = LaunchCache(_gn_apply_kernel)
 _launch_rows_partial = LaunchCache(_gn_rows_partial_stats_kernel)
 _launch_rows_apply = LaunchCache(_gn_rows_apply_kernel)
+_launch_team = LaunchCache(_gn_team_kernel)
+_launch_zero = LaunchCache(_zero_kernel)
 
 
 def triton_group_norm_silu(x, weight, bias, num_groups, eps=1e-5, *, out=None):

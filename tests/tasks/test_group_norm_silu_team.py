@@ -1,0 +1,96 @@
+"""group_norm_silu v9 (untimed, off by default): the team kernel's plan for every contiguous production row above
+the resident limit, and the kernel itself under Triton's interpreter with one program per team (the interpreter runs
+programs one after another, so a team of several would wait forever for members that have not started: the waits
+are checked on a GPU only)."""
+import math
+import sys
+import textwrap
+
+import pytest
+
+from kda.task import Task
+
+TASK = Task.load("group_norm_silu")
+SOLUTION = TASK.load_solution()
+IMPL = sys.modules[SOLUTION.__name__ + ".group_norm_silu"]
+PROGRAMS = 132 * IMPL._TEAM_PER_SM  # H100 and H200: 132 SMs
+
+
+def _contiguous_16bit_above_resident(row):
+    x = row.tensors["x"]
+    nbytes = math.prod(x.shape) * 2
+    return row.production and "float32" not in str(x.dtype) and x.stride == tuple(
+        math.prod(x.shape[i + 1:]) for i in range(len(x.shape))) and nbytes > IMPL._RESIDENT_MAX_BYTES
+
+
+TEAM_ROWS = [r for r in TASK.rows if _contiguous_16bit_above_resident(r)]
+
+
+def test_the_large_contiguous_production_rows_are_there():
+    whole = [r for r in TEAM_ROWS if math.prod(r.tensors["x"].shape[2:]) % IMPL._TEAM_BLOCK == 0]
+    assert len(whole) >= 6  # the six of 256 MB and more among them
+
+
+@pytest.mark.parametrize("row", TEAM_ROWS, ids=lambda r: r.id)
+def test_team_plan_covers_each_unit_with_whole_tiles_and_fits_the_l2_budget(row):
+    B, C = row.tensors["x"].shape[:2]
+    S = math.prod(row.tensors["x"].shape[2:])
+    G = int(row.scalars["num_groups"])
+    M = (C // G) * S
+    plan = IMPL.team_plan(B * G, M, S, 2, PROGRAMS)
+    if S % IMPL._TEAM_BLOCK:  # channels that are not whole tiles stay on the split path
+        assert plan is None
+        return
+    team, teams, slice_ = plan
+    assert team * teams <= PROGRAMS and 1 <= teams <= B * G
+    # whole tiles, the unit covered, and no slice a tile longer than it needs to be
+    assert slice_ % IMPL._TEAM_BLOCK == 0 and slice_ * team >= M and (slice_ - IMPL._TEAM_BLOCK) * team < M
+    # units in flight fit the budget, unless one unit alone is larger (then one team)
+    assert teams == 1 or teams * M * 2 <= IMPL._TEAM_L2_BYTES
+
+
+def test_team_plan_refuses_what_the_kernel_cannot_tile():
+    block = IMPL._TEAM_BLOCK
+    assert IMPL.team_plan(32, 8 * (block + 1), block + 1, 2, PROGRAMS) is None  # channel not a multiple of a tile
+    assert IMPL.team_plan(0, 8 * block, block, 2, PROGRAMS) is None
+    assert IMPL.team_plan(1, 2**31, block, 2, PROGRAMS) is None  # int32 offsets within a unit
+    assert IMPL.team_plan(3, 4 * block, block, 2, PROGRAMS)[1] == 3  # never more teams than units
+
+
+def test_team_path_is_off_by_default():
+    assert IMPL._TEAM is False
+
+
+_PROBE = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from kda.task import Task
+    task = Task.load("group_norm_silu")
+    sol = task.load_solution()
+    mod = sys.modules[sol.__name__ + ".group_norm_silu"]
+    mod._TEAM_BLOCK = 64
+    g = torch.Generator().manual_seed(3)
+    cases = ((torch.float16, 2, 8, 2, (2, 8, 8), True), (torch.bfloat16, 1, 12, 3, (4, 32), False),
+             (torch.float16, 1, 4, 1, (128,), True))
+    for dtype, B, C, G, sp, affine in cases:
+        x = (torch.randn(B, C, *sp, generator=g) * 2 + 50).to(dtype)  # |mean| >> std: the pivot's job
+        w = torch.randn(C, generator=g).to(dtype) if affine else None
+        b = torch.randn(C, generator=g).to(dtype) if affine else None
+        S, M = x[0, 0].numel(), (C // G) * x[0, 0].numel()
+        ref = F.silu(F.group_norm(x.float(), G, None if w is None else w.float(), None if b is None else b.float(),
+                                  1e-5))
+        for teams in sorted({1, B * G}):
+            out = torch.full_like(x, float("nan"))
+            mod._run_team(x, w, b, out, G, 1e-5, (1, teams, M))
+            tol = 5e-3 if dtype == torch.float16 else 2e-2
+            err = (out.float() - ref).abs()
+            assert bool((err <= tol + tol * ref.abs()).all()), (dtype, B, C, G, teams, float(err.max()))
+            cnt, done = mod._team_counters(x.device, B * G)
+            assert int(cnt.abs().sum()) == 0 and int(done.abs().sum()) == 0, "counters not back to zero"
+    print("ok")
+""")
+
+
+def test_team_kernel_matches_torch_with_one_program_per_team(interpreted):
+    interpreted(_PROBE)
