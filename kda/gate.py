@@ -18,6 +18,7 @@ from typing import Callable
 
 from kda import ledger
 from kda.errors import KdaError
+from kda.harness.provenance import DEVICE_US_START
 
 EXIT = {"PASS": 0, "FAIL": 1, "BLOCKED": 3}
 DECISION = {"PASS": "IMPROVEMENT", "FAIL": "NO-GO", "BLOCKED": "BLOCKED"}
@@ -116,6 +117,10 @@ def bench_findings(summary: dict, gates: dict) -> tuple[list[str], list[str]]:
         elif not ci or ci[0] is None or ci[0] <= nf["geomean"]:
             findings.append(f"ci_over_noise: the geomean's CI lower bound {ci[0] if ci else float('nan'):.3f} does not "
                             f"exceed the A/A noise floor geomean {nf['geomean']:.3f} ({nf['file']})")
+        if nf and nf.get("device_us_start", DEVICE_US_START) != DEVICE_US_START:
+            notes.append(f"ci_over_noise: the A/A floor ({nf['file']}) stamped device_us's start on an "
+                         f"{nf['device_us_start']}, this harness behind a {DEVICE_US_START} (docs/harness.md); run "
+                         "`kda bench TASK --aa` again for a floor measured the same way")
     return findings, notes
 
 

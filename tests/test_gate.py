@@ -269,3 +269,20 @@ def test_real_cpu_gate_on_one_small_row(task):
     assert res.findings == [], res.text()
     assert res.status == "BLOCKED" and res.gpu == "cpu" and res.metrics["rows_passed"] == 1
     assert "GPU not reachable" in res.text()
+
+
+def test_a_floor_measured_another_way_is_named_not_failed():
+    summary = copy.deepcopy(passing_out()["summary"])
+    gates = {"min_geomean": 1.0, "min_row": 0.97, "ci_over_noise": True}
+    summary["noise_floor"]["device_us_start"] = "idle GPU"
+    findings, notes = gate.bench_findings(summary, gates)
+    assert findings == [] and any("idle GPU" in n and "--aa" in n for n in notes), notes
+    summary["noise_floor"]["device_us_start"] = "lead call"
+    assert not any("idle GPU" in n for n in gate.bench_findings(summary, gates)[1])
+
+
+def test_the_noise_floor_carries_the_protocol_of_its_aa_file():
+    from kda.harness.runner import noise_floor
+
+    nf = noise_floor(Task.load("group_norm_silu"), "h200")  # written on 2026-11-22, before the lead call
+    assert nf["file"] == "h200-aa.jsonl" and nf["device_us_start"] == "idle GPU"

@@ -5,6 +5,7 @@ import shutil
 import pytest
 
 from kda import report
+from kda.harness.provenance import LEAD_CALL_BEFORE_FIELD, device_us_start
 from kda.paths import repo_root
 
 
@@ -44,11 +45,11 @@ def test_fast_p_counts_only_correct_tasks():
 
 
 def test_device_us_start_reads_provenance_and_names_the_older_protocol():
-    assert report.device_us_start({"device_us_start": "lead call", "commit": "0" * 40}) == "lead call"
-    lead = next(iter(report.LEAD_CALL_BEFORE_FIELD))
-    assert report.device_us_start({"commit": lead}) == "lead call"
-    assert report.device_us_start({"commit": "1" * 40}) == "idle GPU"
-    assert report.device_us_start({}) == "idle GPU"
+    assert device_us_start({"device_us_start": "lead call", "commit": "0" * 40}) == "lead call"
+    lead = next(iter(LEAD_CALL_BEFORE_FIELD))
+    assert device_us_start({"commit": lead}) == "lead call"
+    assert device_us_start({"commit": "1" * 40}) == "idle GPU"
+    assert device_us_start({}) == "idle GPU"
 
 
 def test_every_committed_results_row_of_the_readme_names_its_device_us_start():

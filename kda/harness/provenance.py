@@ -71,3 +71,17 @@ def now() -> str:
 
 def command_line() -> str:
     return " ".join(["kda", *sys.argv[1:]]) if Path(sys.argv[0]).name in ("kda", "__main__.py") else " ".join(sys.argv)
+
+
+# How timing.device_us stamps a sample's start, written into every results file's provenance as `device_us_start`.
+DEVICE_US_START = "lead call"
+# Commits whose results files used the lead-call device_us protocol before provenance named it (device_us_start).
+LEAD_CALL_BEFORE_FIELD = {"62825fac493826deb14c7f0ebd93d91715af1b23"}
+
+
+def device_us_start(prov: dict) -> str:
+    """How a results file's device_us samples stamped their start (docs/harness.md): behind a lead call, or on an
+    idle GPU (every file written before 2026-11-25's change)."""
+    if prov.get("device_us_start"):
+        return prov["device_us_start"]
+    return "lead call" if prov.get("commit") in LEAD_CALL_BEFORE_FIELD else "idle GPU"

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kda.errors import KdaError
 from kda.gpu import datasheet_tbps, gpu_slug
 from kda.harness import checks as C
-from kda.harness import provenance, timing
+from kda.harness import provenance
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
 from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
@@ -170,7 +170,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
         "command": provenance.command_line(), **provenance.git_state(), "gpu": gpu or None, "gpu_slug": slug,
         "nvidia_smi_before": smi_before, "nvidia_smi_after": smi_after, "software": provenance.software(),
         "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": cfg["bench"]["l2"], "seed_salt": salt,
-        "device_us_start": timing.DEVICE_US_START,
+        "device_us_start": provenance.DEVICE_US_START,
         "vendored": hello.get("vendored"), "baseline_skipped": hello.get("baseline_skipped"),
         "duration_s": round(time.time() - started, 1),
         "sources": {
@@ -302,4 +302,5 @@ def noise_floor(task: Task, slug: str) -> dict | None:
         return None
     recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     noise = aa_noise(recs, recs[-1])
-    return {"file": path.name, "gpu": slug, **noise} if noise else None
+    return {"file": path.name, "gpu": slug, "device_us_start": provenance.device_us_start(recs[0]), **noise} \
+        if noise else None

@@ -21,10 +21,6 @@ _event_sync = torch.cuda.Event.synchronize
 _replay = torch.cuda.CUDAGraph.replay
 
 
-# Written into every results file's provenance as `device_us_start`: how a device_us sample's start stamp is taken.
-DEVICE_US_START = "lead call"
-
-
 class Flusher:
     """Writes a buffer twice the L2 size before a cold sample; a no-op when the configured state is hot."""
 
