@@ -46,22 +46,13 @@ def sleep_cycles(us: float) -> int:
     return int(us * khz / 1000)
 
 
-def idle_start_us(call) -> float:
-    """One call timed the way timing.device_us did before its lead call: start stamp on an idle GPU."""
+def one_call_us(call, cycles: int = 0, sync_before_end: bool = True) -> float:
+    """One call between two events. With the defaults, as timing.device_us took it before its lead call (start
+    stamp on an idle GPU); `cycles` puts a sleep kernel ahead of the start stamp, so the host queues the call first."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
-    start.record()
-    call()
-    torch.cuda.synchronize()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0
-
-
-def blocked_us(call, cycles: int, sync_before_end: bool) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    torch.cuda._sleep(cycles)
+    if cycles:
+        torch.cuda._sleep(cycles)
     start.record()
     call()
     if sync_before_end:
@@ -100,13 +91,14 @@ def measure(arms, reps: int, touch_gb: float, slept_us: float) -> dict:
     samples = {n: {t: [] for t in TIMERS} for n in names}
     for rep in range(reps):
         for i, n in enumerate(names):
-            other = arms[names[(i + 1 + rep) % len(names)] if len(names) > 1 else n]
+            # another arm, never this one, in turn
+            other = arms[names[(i + 1 + rep % (len(names) - 1)) % len(names)] if len(names) > 1 else n]
             call, s = arms[n], samples[n]
-            other(); s["idle_start"].append(idle_start_us(call))
-            call(); s["warm"].append(idle_start_us(call))
-            touch.fill_(rep % 251); s["after_touch"].append(idle_start_us(call))
-            call(); s["blocked"].append(blocked_us(call, cycles, True))
-            call(); s["blocked_nosync"].append(blocked_us(call, cycles, False))
+            other(); s["idle_start"].append(one_call_us(call))
+            call(); s["warm"].append(one_call_us(call))
+            touch.fill_(rep % 251); s["after_touch"].append(one_call_us(call))
+            call(); s["blocked"].append(one_call_us(call, cycles))
+            call(); s["blocked_nosync"].append(one_call_us(call, cycles, sync_before_end=False))
             other(); s["harness"].append(timing.device_us(call, 1, flush))
             other(); s["graph"].append(graphs[n].sample_us(flush))
     return {n: {t: statistics.median(v) for t, v in s.items() if v[0] is not None} for n, s in samples.items()}

@@ -82,7 +82,7 @@ _PROBE = textwrap.dedent("""
                                   1e-5))
         for teams in sorted({1, B * G}):
             out = torch.full_like(x, float("nan"))
-            mod._run_team(x, w, b, out, G, 1e-5, (1, teams, M))
+            mod._run_team(x, w, b, out, 1e-5, mod.team_launch(x, w, b, G, (1, teams, M)))
             tol = 5e-3 if dtype == torch.float16 else 2e-2
             err = (out.float() - ref).abs()
             assert bool((err <= tol + tol * ref.abs()).all()), (dtype, B, C, G, teams, float(err.max()))

@@ -648,19 +648,29 @@ def _team_counters(device, units):
 _counters = {}
 
 
-def _run_team(x, weight, bias, out, G, eps, plan):
-    """One call of the team kernel with plan = (team, teams, slice)."""
-    team, teams, slice_ = plan
+def team_launch(x, weight, bias, G, tp):
+    """(launch plan, units, partials) of the team kernel for one input signature and tp = team_plan(...): built
+    once per signature with the other plans, so a call only allocates the partials and launches."""
+    team, teams, slice_ = tp
     B, C = x.shape[0], x.shape[1]
     units, cpg = B * G, C // G
     S = x.numel() // (B * C)
+    f32, i32 = torch.float32, torch.int32
+    dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
+          f32, i32, i32)
+    plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
+                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None), _TEAM_WARPS)
+    return plan, units, units * team * 2
+
+
+def _run_team(x, weight, bias, out, eps, launch):
+    """One call of the team kernel with launch = team_launch(...)."""
+    plan, units, n_part = launch
     cnt, done = _team_counters(x.device, units)
-    part = torch.empty((units * team * 2,), dtype=torch.float32, device=x.device)
+    part = torch.empty((n_part,), dtype=torch.float32, device=x.device)
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
-    _launch_team((team * teams, 1, 1), (x, w_arg, b_arg, out, part, cnt, done), (units, G, cpg, cpg * S, S, slice_),
-                 (float(eps),), (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
-                 _TEAM_WARPS)
+    _launch_team.run(plan, (x, w_arg, b_arg, out, part, cnt, done), (float(eps),))
     return out
 
 
@@ -678,7 +688,7 @@ def _device_limits(device):
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_plan(...), triton plan) or ("stream",
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_launch(...), triton plan) or ("stream",
     stream_plan(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
@@ -692,7 +702,7 @@ def _plan(x, weight, bias, G):
         tp = team_plan(B * G, (C // G) * S, S, x.element_size(), sms * _TEAM_PER_SM) \
             if _TEAM and x.dtype in _TEAM_DTYPES else None
         if tp is not None:
-            return ("team", tp, fallback)
+            return ("team", team_launch(x, weight, bias, G, tp), fallback)
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
             if _STREAM and x.dtype in _STREAM_DTYPES else None
         return fallback if sp is None else ("stream", sp, fallback)
@@ -826,7 +836,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":
-        return _run_team(x, weight, bias, out, G, eps, plan[1])
+        return _run_team(x, weight, bias, out, eps, plan[1])
     elif plan[0] == "stream":
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
