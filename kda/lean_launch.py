@@ -12,6 +12,8 @@ Nsight Compute and the CPU interpreter see ordinary launches.
 The module lives in the harness package, not in a task's solution/, so that one reviewed copy serves every
 candidate and an agent working on one task cannot change the launch path of another.
 """
+import ctypes
+
 import torch
 
 try:
@@ -82,3 +84,24 @@ class LaunchCache:
         g = plan.grid
         run(g[0], g[1], g[2], torch._C._cuda_getCurrentRawStream(key[-1]), function, packed, None, None, None,
             *tensors, *plan.ints, *floats, *plan.constexprs)
+
+
+_libcuda = None
+
+
+def resident_blocks(kernel, num_warps: int) -> int:
+    """How many blocks of a compiled Triton kernel one SM holds at once (the driver's occupancy calculator, for its
+    registers and shared memory at `num_warps` warps). A kernel whose programs wait for each other (a persistent
+    grid with a software barrier) must not launch more than SMs x this: Triton has no cooperative launch, and a
+    program that never becomes resident leaves the others waiting for ever."""
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+    kernel.run  # noqa: B018 -- loads the binary: `function` exists from here on (a property in Triton 3.x)
+    n = ctypes.c_int(0)
+    rc = _libcuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        ctypes.byref(n), ctypes.c_void_p(kernel.function), ctypes.c_int(32 * num_warps),
+        ctypes.c_size_t(kernel.metadata.shared))
+    if rc != 0:
+        raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed with CUresult {rc}")
+    return n.value

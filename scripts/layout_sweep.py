@@ -160,7 +160,7 @@ def _group_norm_layouts():
     # v9 (untimed): the team kernel for contiguous 16-bit x above 30 MB, at its defaults and around them (units of x in
     # flight, programs per SM, tile)
     out["team"] = {"_TEAM": True}
-    out.update({f"team_l2_{v >> 20}m": {"_TEAM": True, "_TEAM_L2_BYTES": v} for v in (10 << 20, 40 << 20)})
+    out.update({f"team_l2_{v >> 20}m": {"_TEAM": True, "_TEAM_L2_BYTES": v} for v in (10 << 20, 30 << 20, 40 << 20)})
     out["team_per_sm2"] = {"_TEAM": True, "_TEAM_PER_SM": 2}
     out["team_t2048"] = {"_TEAM": True, "_TEAM_BLOCK": 2048}
     return m, out

@@ -94,3 +94,38 @@ _PROBE = textwrap.dedent("""
 
 def test_team_kernel_matches_torch_with_one_program_per_team(interpreted):
     interpreted(_PROBE)
+
+
+def test_team_programs_never_exceed_what_an_sm_holds():
+    assert IMPL.team_programs(132, 4, 5) == 528
+    assert IMPL.team_programs(132, 4, 3) == 396
+    assert IMPL.team_programs(132, 4, 0) == 0
+
+
+class _FakeKernel:
+    """Stands in for the compiled team kernel: records the grid each try compiled."""
+
+    def __init__(self):
+        self.grids = []
+
+    def warmup(self, *args, grid, num_warps):
+        self.grids.append(grid[0])
+        return grid[0]
+
+
+@pytest.mark.parametrize("resident,expected", [(5, 4 * 132), (3, 3 * 132), (1, 132), (0, None)])
+def test_team_fit_shrinks_the_grid_to_what_the_driver_says_is_resident(monkeypatch, resident, expected):
+    import torch
+    fake = _FakeKernel()
+    monkeypatch.setattr(IMPL, "_gn_team_kernel", fake)
+    monkeypatch.setattr(IMPL, "resident_blocks", lambda kernel, warps: resident)
+    x = torch.empty((1, 256, 17, 256, 256), dtype=torch.float16, device="meta")
+    launch = IMPL._team_fit(x, None, None, 32, 132)
+    if expected is None:
+        assert launch is None
+        return
+    plan = launch[0]
+    team, teams = plan.constexprs[0], plan.constexprs[1]
+    assert team * teams <= expected and plan.grid[0] == team * teams
+    assert fake.grids[-1] == plan.grid[0]  # the binary asked about is the plan's own
+    assert all(g > expected for g in fake.grids[:-1])  # every rejected try had more programs than fit

@@ -53,7 +53,7 @@ import triton
 import triton.language as tl
 
 from kda.cuda_ext import CudaExtension
-from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
+from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
@@ -90,9 +90,10 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # t, t + teams, ...: each program reads its slice of the unit (statistics), the team waits on a counter, and each
 # program re-reads its own slice, read moments before, from the L2 (apply). Unlike v6's one grid on one unit at a
 # time, a team waiting at its counter leaves the other teams streaming. Teams are as many as fit units of x in
-# _TEAM_L2_BYTES. Triton cannot ask for a cooperative launch: the grid is _TEAM_PER_SM programs per SM, which the
-# kernel's registers let every SM hold at once (48 registers a thread at 4096 x 8 warps: five fit, kda.aot, sm_90), so
-# every program is resident when the GPU runs nothing else (the waits would hang otherwise). Several programs per SM
+# _TEAM_L2_BYTES. Triton cannot ask for a cooperative launch: the grid is _TEAM_PER_SM programs per SM, fewer where
+# the driver's occupancy calculator says the compiled kernel's registers or shared memory do not let an SM hold them
+# (_team_fit, at plan time; 48 registers a thread at 4096 x 8 warps under Triton 3.9: five fit), so every program is
+# resident when the GPU runs nothing else (the waits would hang otherwise). Several programs per SM
 # because one 8-warp program per SM keeps about 0.5 MB in flight over 132 SMs, where DRAM needs several MB.
 _TEAM = False
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
@@ -663,6 +664,38 @@ def team_launch(x, weight, bias, G, tp):
     return plan, units, units * team * 2
 
 
+def team_programs(sms, per_sm, resident):
+    """Programs of the team grid: `per_sm` per SM, fewer when only `resident` blocks of the compiled kernel fit one
+    SM (registers, shared memory); 0 when none does."""
+    return sms * max(0, min(per_sm, resident))
+
+
+def _team_fit(x, weight, bias, G, sms):
+    """team_launch(...) for the largest team grid whose programs are all resident at once, or None. Each try compiles
+    the kernel of its plan (no launch) and asks the driver how many of its blocks fit an SM: a team waits for all
+    its members, so a grid the GPU cannot hold whole would never finish. A plan with fewer programs has different
+    constexprs, hence its own binary, so the check repeats until it holds."""
+    B, C = x.shape[0], x.shape[1]
+    S = x.numel() // (B * C)
+    programs = sms * _TEAM_PER_SM
+    while programs > 0:
+        tp = team_plan(B * G, (C // G) * S, S, x.element_size(), programs)
+        if tp is None:
+            return None
+        launch = team_launch(x, weight, bias, G, tp)
+        plan = launch[0]
+        cnt = torch.empty((2,), dtype=torch.int32, device=x.device)
+        part = torch.empty((1,), dtype=torch.float32, device=x.device)
+        kernel = _gn_team_kernel.warmup(x, weight if weight is not None else x, bias if bias is not None else x, x,
+                                        part, cnt, cnt, *plan.ints, 1e-5, *plan.constexprs,
+                                        grid=plan.grid, num_warps=plan.num_warps)
+        fit = team_programs(sms, _TEAM_PER_SM, resident_blocks(kernel, plan.num_warps))
+        if fit >= plan.grid[0]:
+            return launch
+        programs = min(fit, programs - sms)
+    return None
+
+
 def _run_team(x, weight, bias, out, eps, launch):
     """One call of the team kernel with launch = team_launch(...)."""
     plan, units, n_part = launch
@@ -699,10 +732,9 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        tp = team_plan(B * G, (C // G) * S, S, x.element_size(), sms * _TEAM_PER_SM) \
-            if _TEAM and x.dtype in _TEAM_DTYPES else None
-        if tp is not None:
-            return ("team", team_launch(x, weight, bias, G, tp), fallback)
+        launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES else None
+        if launch is not None:
+            return ("team", launch, fallback)
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
             if _STREAM and x.dtype in _STREAM_DTYPES else None
         return fallback if sp is None else ("stream", sp, fallback)
