@@ -157,12 +157,16 @@ def _group_norm_layouts():
     out.update({f"rows_min_programs_{k}": {"_ROWS_MIN_PROGRAMS": k} for k in (512, 8192)})
     out.update({f"rows_from_{k >> 20}m": {"_ROWS_FROM_BYTES": k} for k in (1 << 20, 2 << 20)})
     out["default"] = {}
-    # v9 (untimed): the team kernel for contiguous 16-bit x above 30 MB, at its defaults and around them (units of x in
-    # flight, programs per SM, tile)
+    # v9: the team kernel for contiguous 16-bit x above 30 MB, off and at its defaults, and around them (units of x in
+    # flight, teams, programs per SM, tile, warps)
+    out["no_team"] = {"_TEAM": False}
     out["team"] = {"_TEAM": True}
-    out.update({f"team_l2_{v >> 20}m": {"_TEAM": True, "_TEAM_L2_BYTES": v} for v in (10 << 20, 30 << 20, 40 << 20)})
+    out.update({f"team_l2_{v >> 20}m": {"_TEAM": True, "_TEAM_L2_BYTES": v} for v in (10 << 20, 20 << 20, 40 << 20)})
+    out["team_max3"] = {"_TEAM": True, "_TEAM_MAX_TEAMS": 3}
     out["team_per_sm2"] = {"_TEAM": True, "_TEAM_PER_SM": 2}
+    out["team_per_sm5"] = {"_TEAM": True, "_TEAM_PER_SM": 5}
     out["team_t2048"] = {"_TEAM": True, "_TEAM_BLOCK": 2048}
+    out["team_t2048_w4_sm8"] = {"_TEAM": True, "_TEAM_BLOCK": 2048, "_TEAM_WARPS": 4, "_TEAM_PER_SM": 8}
     return m, out
 
 
