@@ -19,7 +19,8 @@ FORBIDDEN_MODULES = {"sglang", "kda", "gc", "ctypes", "inspect", "oracle", "adap
                      "builtins", "weakref"}
 # The harness modules a candidate may import: the reviewed lean launch path (kda/lean_launch.py) and CUDA extension
 # loader (kda/cuda_ext.py), shared so that no task's solution carries its own copy of either.
-HARNESS_ALLOWED = ({"kda.lean_launch"} | {f"kda.lean_launch.{n}" for n in ("LaunchCache", "Plan", "cdiv", "next_pow2")}
+HARNESS_ALLOWED = ({"kda.lean_launch"} | {f"kda.lean_launch.{n}" for n in ("LaunchCache", "Plan", "cdiv", "next_pow2",
+                                                                                 "resident_blocks")}
                    | {"kda.cuda_ext", "kda.cuda_ext.CudaExtension"})
 TORCH_C_ALLOWED = {"torch._C._cuda_getCurrentRawStream"}  # the raw stream a lean launch path needs
 TORCH_ALLOWED = {

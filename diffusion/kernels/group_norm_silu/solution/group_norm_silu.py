@@ -41,7 +41,7 @@ Design:
   16-bit rows (ledger L0020), so only float32 takes it (_STREAM_DTYPES).
 - v8: channels_last x on the split path through row kernels (_gn_rows_*: statistics over tiles of whole rows of C
   channels, column sums kept in each lane; apply over [channel block, rows] tiles that write runs of y's rows).
-- v9: contiguous 16-bit x above _RESIDENT_MAX_BYTES through a persistent grid of three or four teams
+- v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through a persistent grid of three or four teams
   (_gn_team_kernel), each team on its own units, so x is re-read from the L2 while other teams stream; x whose
   units are too large for three teams in the L2 budget stays on the split path.
 
@@ -98,13 +98,18 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # because one 8-warp program per SM keeps about 0.5 MB in flight over 132 SMs, where DRAM needs several MB.
 _TEAM = True
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
-# H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path: one
-# team (one unit of 17.8 MB on c256_t17_256x256, or a 10 MB budget) 13-87% slower; two 8% slower to 7% faster;
-# three or four 5-13% faster (c512_t9_128x128 148 us against 163, c128_t17_256x256 277 against 297); five to
-# thirteen worse again than three or four. So the budget holds three or four units, or the split path keeps x.
-_TEAM_L2_BYTES = 30 << 20      # x of the units in flight at once (H100 and H200 L2: 50 and 60 MiB)
+# H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path, on
+# the large rows: one team (one unit of 17.8 MB on c256_t17_256x256, or a 10 MB budget) 13-87% slower; two 8%
+# slower to 7% faster; three or four 5-13% faster (c512_t9_128x128: 4 in 20 MB, 148 us against 163;
+# c256_t5_256x256: 3 in 20 MB, 162 against 177; c128_t17_256x256: 3 in 30 MB, 277 against 297); five to eight
+# worse again. So three or four units in flight, in 20 MB where they fit, else in 30 MB, else the split path. Below
+# _TEAM_MIN_BYTES of x (2.5 L2s) the split path's re-read of x is partly served by the L2 anyway, and the team
+# kernel lost or tied there (c512_t3_128x128, 48 MB: 63.6 against 59.8 us).
+_TEAM_L2_BYTES = 20 << 20      # x of the units in flight at once (H100 and H200 L2: 50 and 60 MiB)
+_TEAM_L2_MAX_BYTES = 30 << 20
 _TEAM_MIN_TEAMS = 3
 _TEAM_MAX_TEAMS = 4
+_TEAM_MIN_BYTES = 128 << 20
 _TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must be a multiple of it
 _TEAM_WARPS = 8
 _TEAM_PER_SM = 4
@@ -488,7 +493,7 @@ def _gn_rows_apply_kernel(
 
 
 @triton.jit
-def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, tick_ptr,
+def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
                     U, G, CPG, M, S, SLICE, eps,
                     TEAM: tl.constexpr, TEAMS: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr,
                     HAS_W: tl.constexpr, HAS_B: tl.constexpr):
@@ -496,11 +501,11 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, tic
     multiple of BLOCK). Statistics are sums of x - K, K the unit's first element (no E[x^2] - mean^2 cancellation
     when |mean| >> std); a unit's counters go back to zero once its whole team has read the partials.
 
-    A program's place in the teams is a ticket taken when it starts, not its block index: teams fill in the order
-    programs actually run, so a team never waits for a member that cannot start before it finishes. If the GPU holds
-    fewer programs than the grid (another process's kernels, an MPS share), the whole teams run, finish and free
-    their SMs for the rest: the kernel is slower then, not hung, as long as one team fits."""
-    pid = tl.atomic_add(tick_ptr, 1, sem="relaxed")
+    Teams are runs of block indices, which the block scheduler spreads over the SMs, so every SM holds a member of
+    each team and a team waiting at its counter leaves no SM idle. (v9b took places by a ticket drawn at start, which
+    would never hang on a GPU that holds fewer programs than the grid; the tickets went out SM by SM, teams landed on
+    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)"""
+    pid = tl.program_id(0)
     team = pid // TEAM
     rank = pid % TEAM
     lo = rank * SLICE
@@ -552,10 +557,6 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, tic
             v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
             y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
             tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
-    # The last program out (every ticket taken by then) returns the tickets to zero for the next call.
-    if tl.atomic_add(tick_ptr + 1, 1, sem="relaxed") == tl.num_programs(0) - 1:
-        tl.atomic_xchg(tick_ptr, 0)
-        tl.atomic_xchg(tick_ptr + 1, 0)
 
 
 @triton.jit
@@ -639,13 +640,17 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 def team_plan(units, group_elems, channel_elems, elem, programs):
     """(team, teams, slice) for the team kernel, or None when it cannot take x: `programs` programs (all resident) in
-    `teams` teams of `team`, as many teams as units of x fit in _TEAM_L2_BYTES, at most _TEAM_MAX_TEAMS and the
-    units, None below _TEAM_MIN_TEAMS (unless x has fewer units);
+    `teams` teams of `team`, as many teams as units of x fit in _TEAM_L2_BYTES (in _TEAM_L2_MAX_BYTES where that
+    holds fewer than _TEAM_MIN_TEAMS), at most _TEAM_MAX_TEAMS and the units, None below _TEAM_MIN_TEAMS (unless x
+    has fewer units);
     each program owns `slice` elements of a unit, a multiple of _TEAM_BLOCK (the last programs of a team may own
     fewer, or none)."""
     if channel_elems % _TEAM_BLOCK or units < 1 or programs < 1 or group_elems >= 2**31:
         return None
-    teams = max(1, min(units, programs, _TEAM_MAX_TEAMS, _TEAM_L2_BYTES // (group_elems * elem)))
+    fit = _TEAM_L2_BYTES // (group_elems * elem)
+    if fit < _TEAM_MIN_TEAMS:
+        fit = _TEAM_L2_MAX_BYTES // (group_elems * elem)
+    teams = max(1, min(units, programs, _TEAM_MAX_TEAMS, fit))
     if teams < min(units, _TEAM_MIN_TEAMS):
         return None
     team = programs // teams
@@ -654,16 +659,15 @@ def team_plan(units, group_elems, channel_elems, elem, programs):
 
 
 def _team_counters(device, units):
-    """The per-unit arrival and release counters and the ticket pair (int32, zero between calls), per device, grown
-    as needed; zeroed by a kernel of this module (a PyTorch memset on the candidate's path is flagged by the
-    harness)."""
+    """The per-unit arrival and release counters (int32, zero between calls), per device, grown as needed; zeroed
+    by a kernel of this module (a PyTorch memset on the candidate's path is flagged by the harness)."""
     key = device.index if device.type == "cuda" else -1
     buf = _counters.get(key)
-    if buf is None or buf.numel() < 2 * units + 2:
-        buf = torch.empty(2 * max(units, 64) + 2, dtype=torch.int32, device=device)
+    if buf is None or buf.numel() < 2 * units:
+        buf = torch.empty(2 * max(units, 64), dtype=torch.int32, device=device)
         _launch_zero(((buf.numel() + 1023) // 1024, 1, 1), (buf,), (buf.numel(),), (), (1024,), 4)
         _counters[key] = buf
-    return buf[:units], buf[units:2 * units], buf[-2:]
+    return buf[:units], buf[units:2 * units]
 
 
 _counters = {}
@@ -678,7 +682,7 @@ def team_launch(x, weight, bias, G, tp):
     S = x.numel() // (B * C)
     f32, i32 = torch.float32, torch.int32
     dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
-          f32, i32, i32, i32)
+          f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
                 (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None), _TEAM_WARPS)
     return plan, units, units * team * 2
@@ -707,7 +711,7 @@ def _team_fit(x, weight, bias, G, sms):
         cnt = torch.empty((2,), dtype=torch.int32, device=x.device)
         part = torch.empty((1,), dtype=torch.float32, device=x.device)
         kernel = _gn_team_kernel.warmup(x, weight if weight is not None else x, bias if bias is not None else x, x,
-                                        part, cnt, cnt, cnt, *plan.ints, 1e-5, *plan.constexprs,
+                                        part, cnt, cnt, *plan.ints, 1e-5, *plan.constexprs,
                                         grid=plan.grid, num_warps=plan.num_warps)
         fit = team_programs(sms, _TEAM_PER_SM, resident_blocks(kernel, plan.num_warps))
         if fit >= plan.grid[0]:
@@ -719,11 +723,11 @@ def _team_fit(x, weight, bias, G, sms):
 def _run_team(x, weight, bias, out, eps, launch):
     """One call of the team kernel with launch = team_launch(...)."""
     plan, units, n_part = launch
-    cnt, done, tick = _team_counters(x.device, units)
+    cnt, done = _team_counters(x.device, units)
     part = torch.empty((n_part,), dtype=torch.float32, device=x.device)
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
-    _launch_team.run(plan, (x, w_arg, b_arg, out, part, cnt, done, tick), (float(eps),))
+    _launch_team.run(plan, (x, w_arg, b_arg, out, part, cnt, done), (float(eps),))
     return out
 
 
@@ -752,7 +756,8 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES else None
+        launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
+            and x.numel() * x.element_size() >= _TEAM_MIN_BYTES else None
         if launch is not None:
             return ("team", launch, fallback)
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
