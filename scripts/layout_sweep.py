@@ -167,6 +167,14 @@ def _group_norm_layouts():
     out["team_per_sm5"] = {"_TEAM": True, "_TEAM_PER_SM": 5}
     out["team_t2048"] = {"_TEAM": True, "_TEAM_BLOCK": 2048}
     out["team_t2048_w4_sm8"] = {"_TEAM": True, "_TEAM_BLOCK": 2048, "_TEAM_WARPS": 4, "_TEAM_PER_SM": 8}
+    # v10 (untimed): the next unit's statistics before the wait; two units per team in the L2, so fewer teams, down
+    # to one (then c256_t17_256x256's 17.8 MB units need a 40 MB budget)
+    ov = {"_TEAM": True, "_TEAM_OVERLAP": True}
+    out["team_overlap"] = ov
+    out.update({f"team_overlap_min{k}": {**ov, "_TEAM_MIN_TEAMS": k} for k in (1, 2)})
+    out["team_overlap_min1_l2_40m"] = {**ov, "_TEAM_MIN_TEAMS": 1, "_TEAM_L2_MAX_BYTES": 40 << 20}
+    out["team_overlap_min1_l2_40m_any"] = {**ov, "_TEAM_MIN_TEAMS": 1, "_TEAM_L2_MAX_BYTES": 40 << 20,
+                                           "_TEAM_MIN_BYTES": 30 << 20}
     return m, out
 
 

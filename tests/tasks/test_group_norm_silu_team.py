@@ -95,12 +95,13 @@ _PROBE = textwrap.dedent("""
         S, M = x[0, 0].numel(), (C // G) * x[0, 0].numel()
         ref = F.silu(F.group_norm(x.float(), G, None if w is None else w.float(), None if b is None else b.float(),
                                   1e-5))
-        for teams in sorted({1, B * G}):
+        for teams, overlap in [(t, o) for t in sorted({1, B * G}) for o in (False, True)]:
+            mod._TEAM_OVERLAP = overlap  # v10: the next unit's statistics before the wait on this one
             out = torch.full_like(x, float("nan"))
             mod._run_team(x, w, b, out, 1e-5, mod.team_launch(x, w, b, G, (1, teams, M)))
             tol = 5e-3 if dtype == torch.float16 else 2e-2
             err = (out.float() - ref).abs()
-            assert bool((err <= tol + tol * ref.abs()).all()), (dtype, B, C, G, teams, float(err.max()))
+            assert bool((err <= tol + tol * ref.abs()).all()), (dtype, B, C, G, teams, overlap, float(err.max()))
             cnt, done = mod._team_counters(x.device, B * G)
             assert int(cnt.abs().sum()) == 0 and int(done.abs().sum()) == 0, "counters not back to zero"
     print("ok")
@@ -144,3 +145,12 @@ def test_team_fit_shrinks_the_grid_to_what_the_driver_says_is_resident(monkeypat
     assert team * teams <= expected and plan.grid[0] == team * teams
     assert fake.grids[-1] == plan.grid[0]  # the binary asked about is the plan's own
     assert all(g > expected for g in fake.grids[:-1])  # every rejected try had more programs than fit
+
+
+def test_overlap_counts_two_units_per_team_in_the_budget(monkeypatch):
+    block = IMPL._TEAM_BLOCK
+    unit = (IMPL._TEAM_L2_BYTES // 2 // 4) // block * block  # four units fit the budget, two overlapped teams
+    assert IMPL.team_plan(32, unit, block, 2, PROGRAMS)[1] == 4
+    monkeypatch.setattr(IMPL, "_TEAM_OVERLAP", True)
+    monkeypatch.setattr(IMPL, "_TEAM_MIN_TEAMS", 1)
+    assert IMPL.team_plan(32, unit, block, 2, PROGRAMS)[1] == 2

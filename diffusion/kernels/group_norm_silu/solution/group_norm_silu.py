@@ -44,6 +44,8 @@ Design:
 - v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through a persistent grid of three or four teams
   (_gn_team_kernel), each team on its own units, so x is re-read from the L2 while other teams stream; x whose
   units are too large for three teams in the L2 budget stays on the split path.
+- v10 (written, not yet timed; off: _TEAM_OVERLAP): a team member reads its slice of the next unit before it waits
+  for the current one, so the team's wait hides behind a read.
 
 """
 import math
@@ -110,6 +112,10 @@ _TEAM_L2_MAX_BYTES = 30 << 20
 _TEAM_MIN_TEAMS = 3
 _TEAM_MAX_TEAMS = 4
 _TEAM_MIN_BYTES = 128 << 20
+# v10 (untimed, off): each member reads its slice of the team's next unit before it waits for the current one
+# (_gn_team_kernel OVERLAP), so the wait (ncu of v9c on c512_t9_128x128: barrier the second stall, DRAM at 57% of
+# peak) hides behind a read. A team then holds two units in the L2, which the budget counts.
+_TEAM_OVERLAP = False
 _TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must be a multiple of it
 _TEAM_WARPS = 8
 _TEAM_PER_SM = 4
@@ -493,70 +499,104 @@ def _gn_rows_apply_kernel(
 
 
 @triton.jit
+def _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM: tl.constexpr, BLOCK: tl.constexpr):
+    """A team member's statistics of unit u: sums of x - K over its slice (K, the unit's first element, returned),
+    stored as its partial, then its arrival at the unit's counter."""
+    base = u.to(tl.int64) * M
+    lanes = tl.arange(0, BLOCK)
+    pivot = tl.load(x_ptr + base).to(tl.float32)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    acc2 = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in range(0, n_tiles):
+        v = tl.load(x_ptr + base + lo + i * BLOCK + lanes, eviction_policy="evict_last").to(tl.float32) - pivot
+        acc += v
+        acc2 += v * v
+    slot = (u * TEAM + rank) * 2
+    tl.store(part_ptr + slot, tl.sum(acc, axis=0))
+    tl.store(part_ptr + slot + 1, tl.sum(acc2, axis=0))
+    # Whichever threads stored the partials, the CTA barrier orders their stores before the release.
+    tl.debug_barrier()
+    tl.atomic_add(cnt_ptr + u, 1, sem="release")
+    return pivot
+
+
+@triton.jit
+def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, pivot, G, CPG, M, S, lo, n_tiles, eps,
+                 TEAM: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
+                 HAS_B: tl.constexpr):
+    """A team member's wait for every partial of unit u, the unit's (mean, rstd), and the apply over its slice, read
+    again (from the L2, newest tiles first). The last member to read the partials returns the counters to zero."""
+    base = u.to(tl.int64) * M
+    lanes = tl.arange(0, BLOCK)
+    seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
+    while seen < TEAM:
+        seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
+    # The acquire before every thread's loads of the team's partials.
+    tl.debug_barrier()
+    r = tl.arange(0, TEAM_P2)
+    rmask = r < TEAM
+    s1 = tl.sum(tl.load(part_ptr + (u * TEAM + r) * 2, mask=rmask, other=0.0, cache_modifier=".cg"), axis=0)
+    s2 = tl.sum(tl.load(part_ptr + (u * TEAM + r) * 2 + 1, mask=rmask, other=0.0, cache_modifier=".cg"), axis=0)
+    d = s1 / M
+    mean = pivot + d
+    rstd = 1.0 / tl.sqrt(tl.maximum(s2 / M - d * d, 0.0) + eps)
+    if tl.atomic_add(done_ptr + u, 1, sem="acq_rel") == TEAM - 1:
+        tl.atomic_xchg(cnt_ptr + u, 0)
+        tl.atomic_xchg(done_ptr + u, 0)
+    g = u % G
+    for i in range(0, n_tiles):
+        off = lo + (n_tiles - 1 - i) * BLOCK
+        c = g * CPG + off // S
+        w = 1.0
+        b = 0.0
+        if HAS_W:
+            w = tl.load(w_ptr + c).to(tl.float32)
+        if HAS_B:
+            b = tl.load(b_ptr + c).to(tl.float32)
+        v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
+        y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
+        tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+
+
+@triton.jit
 def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
                     U, G, CPG, M, S, SLICE, eps,
                     TEAM: tl.constexpr, TEAMS: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr,
-                    HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, OVERLAP: tl.constexpr):
     """v9: teams of programs over units of M contiguous elements (one batch's group; channels of S elements, S a
     multiple of BLOCK). Statistics are sums of x - K, K the unit's first element (no E[x^2] - mean^2 cancellation
-    when |mean| >> std); a unit's counters go back to zero once its whole team has read the partials.
+    when |mean| >> std).
 
     Teams are runs of block indices, which the block scheduler spreads over the SMs, so every SM holds a member of
     each team and a team waiting at its counter leaves no SM idle. (v9b took places by a ticket drawn at start, which
     would never hang on a GPU that holds fewer programs than the grid; the tickets went out SM by SM, teams landed on
-    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)"""
+    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)
+
+    OVERLAP (v10): a member reads its slice of the team's next unit before it waits for the current one, so the
+    wait is hidden behind that read; two units per team are then in the L2 at once."""
     pid = tl.program_id(0)
     team = pid // TEAM
     rank = pid % TEAM
     lo = rank * SLICE
     hi = tl.minimum(lo + SLICE, M)
     n_tiles = tl.maximum(hi - lo, 0) // BLOCK
-    lanes = tl.arange(0, BLOCK)
-    for k in range(0, (U - team + TEAMS - 1) // TEAMS):
-        u = team + k * TEAMS
-        base = u.to(tl.int64) * M
-        pivot = tl.load(x_ptr + base).to(tl.float32)
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        acc2 = tl.zeros([BLOCK], dtype=tl.float32)
-        for i in range(0, n_tiles):
-            v = tl.load(x_ptr + base + lo + i * BLOCK + lanes, eviction_policy="evict_last").to(tl.float32) - pivot
-            acc += v
-            acc2 += v * v
-        slot = (u * TEAM + rank) * 2
-        tl.store(part_ptr + slot, tl.sum(acc, axis=0))
-        tl.store(part_ptr + slot + 1, tl.sum(acc2, axis=0))
-        # Whichever threads stored the partials, the CTA barrier orders their stores before the release (and the
-        # acquire before every thread's loads of the team's partials).
-        tl.debug_barrier()
-        tl.atomic_add(cnt_ptr + u, 1, sem="release")
-        seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
-        while seen < TEAM:
-            seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
-        tl.debug_barrier()
-        r = tl.arange(0, TEAM_P2)
-        rmask = r < TEAM
-        s1 = tl.sum(tl.load(part_ptr + (u * TEAM + r) * 2, mask=rmask, other=0.0, cache_modifier=".cg"), axis=0)
-        s2 = tl.sum(tl.load(part_ptr + (u * TEAM + r) * 2 + 1, mask=rmask, other=0.0, cache_modifier=".cg"), axis=0)
-        d = s1 / M
-        mean = pivot + d
-        rstd = 1.0 / tl.sqrt(tl.maximum(s2 / M - d * d, 0.0) + eps)
-        if tl.atomic_add(done_ptr + u, 1, sem="acq_rel") == TEAM - 1:
-            tl.atomic_xchg(cnt_ptr + u, 0)
-            tl.atomic_xchg(done_ptr + u, 0)
-        g = u % G
-        # Newest tiles first: the likeliest to be in the L2 still.
-        for i in range(0, n_tiles):
-            off = lo + (n_tiles - 1 - i) * BLOCK
-            c = g * CPG + off // S
-            w = 1.0
-            b = 0.0
-            if HAS_W:
-                w = tl.load(w_ptr + c).to(tl.float32)
-            if HAS_B:
-                b = tl.load(b_ptr + c).to(tl.float32)
-            v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
-            y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
-            tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+    n_units = (U - team + TEAMS - 1) // TEAMS
+    if OVERLAP:
+        prev = 0.0
+        for k in range(0, n_units + 1):
+            pivot = prev
+            if k < n_units:
+                pivot = _team_arrive(x_ptr, part_ptr, cnt_ptr, team + k * TEAMS, M, lo, n_tiles, rank, TEAM, BLOCK)
+            if k > 0:
+                _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, team + (k - 1) * TEAMS, prev,
+                             G, CPG, M, S, lo, n_tiles, eps, TEAM, TEAM_P2, BLOCK, HAS_W, HAS_B)
+            prev = pivot
+    else:
+        for k in range(0, n_units):
+            u = team + k * TEAMS
+            pivot = _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM, BLOCK)
+            _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, pivot, G, CPG, M, S, lo,
+                         n_tiles, eps, TEAM, TEAM_P2, BLOCK, HAS_W, HAS_B)
 
 
 @triton.jit
@@ -647,9 +687,10 @@ def team_plan(units, group_elems, channel_elems, elem, programs):
     fewer, or none)."""
     if channel_elems % _TEAM_BLOCK or units < 1 or programs < 1 or group_elems >= 2**31:
         return None
-    fit = _TEAM_L2_BYTES // (group_elems * elem)
+    held = group_elems * elem * (2 if _TEAM_OVERLAP else 1)  # x of one team's units in the L2 at once
+    fit = _TEAM_L2_BYTES // held
     if fit < _TEAM_MIN_TEAMS:
-        fit = _TEAM_L2_MAX_BYTES // (group_elems * elem)
+        fit = _TEAM_L2_MAX_BYTES // held
     teams = max(1, min(units, programs, _TEAM_MAX_TEAMS, fit))
     if teams < min(units, _TEAM_MIN_TEAMS):
         return None
@@ -684,7 +725,8 @@ def team_launch(x, weight, bias, G, tp):
     dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
           f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
-                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None), _TEAM_WARPS)
+                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None, _TEAM_OVERLAP),
+                _TEAM_WARPS)
     return plan, units, units * team * 2
 
 
