@@ -66,7 +66,24 @@ def _run(args, mode: str) -> int:
 
 
 def cmd_check(args) -> int:
+    if getattr(args, "static", False):
+        return _static(args)
     return _run(args, "check")
+
+
+def _static(args) -> int:
+    """Only the candidate's static rules (its source, no GPU, seconds): what fails every row of a bench before it
+    starts. One line per broken rule; exit 1 if any."""
+    from kda.harness.guards import static_violations
+    from kda.task import Task
+
+    task = Task.load(args.task)
+    problems = static_violations(task.solution_files(Path(args.candidate).resolve() if args.candidate else None))
+    for p in problems:
+        print(f"{task.name}: {p}")
+    if not problems:
+        print(f"{task.name}: the candidate keeps every static rule")
+    return 1 if problems else 0
 
 
 def cmd_bench(args) -> int:
@@ -441,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--salt", type=int, default=None, help="seed salt (default: random, recorded in the results)")
         if name == "check":
             p.add_argument("--cpu", action="store_true", help="run on the CPU through Triton's interpreter (rows marked cpu)")
+            p.add_argument("--static", action="store_true", help="only the candidate's static rules (its source: "
+                           "imports, torch compute on the hot path); no rows are run")
         else:
             p.add_argument("--aa", action="store_true", help="time the baseline against itself (noise floor)")
             p.add_argument("--no-write", action="store_true", help="do not write the results file")

@@ -33,6 +33,19 @@ def test_check_unknown_task_exits_2_with_message():
     assert "Traceback" not in p.stderr
 
 
+def test_check_static_passes_the_solution_and_names_a_broken_rule(tmp_path):
+    p = kda("check", "fuse_scale_shift", "--static")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "keeps every static rule" in p.stdout
+    p = kda("check", "fuse_scale_shift", "--static", "--candidate", str(ROOT / "tests/zoo/calls_oracle.py"))
+    assert p.returncode == 1
+    assert "fuse_scale_shift: calls_oracle.py:" in p.stdout and "'sys'" in p.stdout, p.stdout
+    bad = tmp_path / "imports_ctypes.py"
+    bad.write_text("import ctypes\n\n\ndef fuse_scale_shift_kernel(x, scale, shift, *a, out=None):\n    return out\n")
+    p = kda("check", "fuse_scale_shift", "--static", "--candidate", str(bad))
+    assert p.returncode == 1 and "imports_ctypes.py:1: imports 'ctypes'" in p.stdout, p.stdout
+
+
 def test_bench_without_gpu_exits_2():
     p = kda("bench", "fuse_scale_shift")
     assert p.returncode == 2
