@@ -154,3 +154,24 @@ def test_overlap_counts_two_units_per_team_in_the_budget(monkeypatch):
     monkeypatch.setattr(IMPL, "_TEAM_OVERLAP", True)
     monkeypatch.setattr(IMPL, "_TEAM_MIN_TEAMS", 1)
     assert IMPL.team_plan(32, unit, block, 2, PROGRAMS)[1] == 2
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_team_kernel_compiles_for_hopper_with_its_programs_per_sm_resident(monkeypatch, overlap):
+    """`kda compile` never reaches the team path (it needs x on a GPU), so its lowering for sm_90 is checked here:
+    ptxas accepts both orders, and at the defaults the registers let _TEAM_PER_SM programs share an SM (the GPU
+    machine's Triton may allocate otherwise: _team_fit asks the driver there)."""
+    import torch
+
+    from kda.aot import compile_plan, occupancy, resource_usage
+
+    monkeypatch.setattr(IMPL, "_TEAM_OVERLAP", overlap)
+    monkeypatch.setattr(IMPL, "_TEAM_MIN_TEAMS", 1)
+    x = torch.empty((1, 512, 9, 128, 128), dtype=torch.float16, device="meta")
+    w = torch.empty((512,), dtype=torch.float16, device="meta")
+    plan = IMPL.team_launch(x, w, w, 32, IMPL.team_plan(32, 16 * 9 * 128 * 128, 9 * 128 * 128, 2, PROGRAMS))[0]
+    assert plan.constexprs[-1] is overlap
+    use = resource_usage(compile_plan(IMPL._gn_team_kernel, plan))
+    assert use["local"] == 0  # no spills
+    per_sm, _ = occupancy(use["registers"], use["shared"], IMPL._TEAM_WARPS)
+    assert per_sm >= IMPL._TEAM_PER_SM, use
