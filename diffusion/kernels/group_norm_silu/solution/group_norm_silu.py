@@ -88,8 +88,8 @@ _STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one grou
 _STREAM_L2_SPAN = None             # if set, the lag grows to this many bytes less one group (x kept in the L2)
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
 
-# v9: contiguous 16-bit x above _RESIDENT_MAX_BYTES through one persistent Triton grid of teams
-# (_gn_team_kernel). One program per SM; the programs form `teams` teams and team t takes units (batch, group)
+# v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through one persistent Triton grid of teams
+# (_gn_team_kernel). The programs form `teams` teams and team t takes units (batch, group)
 # t, t + teams, ...: each program reads its slice of the unit (statistics), the team waits on a counter, and each
 # program re-reads its own slice, read moments before, from the L2 (apply). Unlike v6's one grid on one unit at a
 # time, a team waiting at its counter leaves the other teams streaming. Teams are as many as fit units of x in
@@ -98,6 +98,10 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # (_team_fit, at plan time; 48 registers a thread at 4096 x 8 warps under Triton 3.9: five fit), so every program is
 # resident when the GPU runs nothing else (the waits would hang otherwise). Several programs per SM
 # because one 8-warp program per SM keeps about 0.5 MB in flight over 132 SMs, where DRAM needs several MB.
+# What the driver's check cannot see: an MPS share or green context smaller than the GPU, or another stream's
+# persistent kernel holding SMs for good; there the grid would wait for ever. Team places drawn in start order
+# would not (v9b), but crowd each team onto a few SMs; spreading teams and never waiting on an unstarted member pull
+# against each other without a cooperative launch, which Triton does not offer.
 _TEAM = True
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
 # H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path, on
