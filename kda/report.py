@@ -169,10 +169,49 @@ def task_results_md(task_dir: Path, files: list[ResultsFile]) -> str:
                 out.append(f"| {r['id']} | {times} | {_speed(sp.get('vs_baseline'))} | "
                            f"{(_speed(peer) + ' (' + sp['best_peer'] + ')') if peer else '-'} | "
                            f"{_f(((a.get('candidate') or {}).get(other) or {}).get('tbps'), 2)} | {notes} |")
+        if not f.aa:
+            out += large_rows_section(task_dir, f)
         stem = f.path.stem
         out += ["", f"![speedup per row]({'plots/' + stem + '-speedup.png'})",
                 f"![bandwidth against the roofline]({'plots/' + stem + '-roofline.png'})", ""]
     return "\n".join(out) + "\n"
+
+
+LARGE_BYTES = 256e6   # the issue's "rows moving at least 256 MB" (the runner's rows_256mb)
+COPY_SHARE = 0.85     # ... "at 85% or more of the measured copy bandwidth"
+
+
+def large_rows_section(task_dir: Path, f: ResultsFile) -> list[str]:
+    """The production rows of at least LARGE_BYTES below COPY_SHARE of copy by device_us, each with the bound the
+    candidate's Nsight Compute summary names (docs/profile/<gpu>/<row>-candidate.json), when that profile ran the
+    kernels this results file recorded for the row; a profile of other kernels (an older candidate) is named as
+    such, not read as evidence for this one."""
+    slug = f.provenance.get("gpu_slug", "")
+    rows = []
+    for r in f.rows:
+        cand = ((r.get("arms") or {}).get("candidate") or {}).get("device_us") or {}
+        if r.get("production") and r["bytes"] >= LARGE_BYTES and (cand.get("copy_frac") or 0) < COPY_SHARE:
+            rows.append((r, cand))
+    if not rows:
+        return []
+    out = ["", f"### Rows of {LARGE_BYTES / 1e6:.0f} MB or more below {100 * COPY_SHARE:.0f}% of copy (device_us)", "",
+           "| row | cand % copy | candidate profile | DRAM MB (profile) / MB moved | bound named by the profile |",
+           "|---|---|---|---|---|"]
+    for r, cand in rows:
+        prof = task_dir / "docs" / "profile" / slug / f"{r['id']}-candidate.json"
+        where, traffic, bound = "none", "-", "-"
+        if prof.exists():
+            summary = json.loads(prof.read_text())
+            names = sorted(k["name"] for k in summary.get("kernels", []))
+            rel = prof.relative_to(task_dir / "docs").as_posix()
+            if names == sorted(r.get("kernels") or []):
+                where = f"[{prof.name}]({rel})"
+                traffic = f"{summary.get('dram_bytes', 0) / 1e6:.0f} / {r['bytes'] / 1e6:.0f}"
+                bound = str(summary.get("bound", "-")).replace("|", "/")
+            else:
+                where = f"[{prof.name}]({rel}): other kernels ({', '.join(names)}), not this file's candidate"
+        out.append(f"| {r['id']} | {100 * cand['copy_frac']:.0f} | {where} | {traffic} | {bound} |")
+    return out
 
 
 def _smi(p: dict, when: str) -> str:

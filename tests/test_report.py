@@ -58,3 +58,31 @@ def test_every_committed_results_row_of_the_readme_names_its_device_us_start():
     header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
     col = header.split(" | ").index("device_us start")
     assert rows and all(r.split(" | ")[col] in ("lead call", "idle GPU") for r in rows)
+
+
+def _large_row(rid, mb, copy_frac, kernels, production=True):
+    return {"id": rid, "production": production, "bytes": mb * 1e6, "kernels": kernels,
+            "arms": {"candidate": {"device_us": {"copy_frac": copy_frac}}}}
+
+
+def test_large_rows_below_copy_share_show_the_bound_of_a_profile_of_the_same_kernels(tmp_path):
+    import json
+
+    from kda.report import ResultsFile, large_rows_section
+
+    prof = tmp_path / "docs" / "profile" / "h100"
+    prof.mkdir(parents=True)
+    (prof / "same-candidate.json").write_text(json.dumps(
+        {"kernels": [{"name": "k_b"}, {"name": "k_a"}], "dram_bytes": 300e6, "bound": "latency: DRAM at 57%"}))
+    (prof / "older-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_old"}], "bound": "memory"}))
+    rows = [_large_row("same", 302, 0.70, ["k_a", "k_b"]), _large_row("older", 400, 0.60, ["k_a"]),
+            _large_row("unprofiled", 300, 0.50, ["k_a"]), _large_row("fast", 300, 0.90, ["k_a"]),
+            _large_row("small", 100, 0.30, ["k_a"]), _large_row("test_only", 300, 0.30, ["k_a"], production=False)]
+    f = ResultsFile(tmp_path / "h100.jsonl", {"gpu_slug": "h100"}, rows, {})
+    text = "\n".join(large_rows_section(tmp_path, f))
+    lines = {ln.split(" | ")[0].lstrip("| "): ln for ln in text.splitlines() if ln.startswith("| ") and " | " in ln}
+    assert set(lines) - {"row"} == {"same", "older", "unprofiled"}  # large, production, below 85%
+    assert "300 / 302" in lines["same"] and "latency: DRAM at 57%" in lines["same"]
+    assert "other kernels (k_old), not this file's candidate" in lines["older"] and "memory" not in lines["older"]
+    assert lines["unprofiled"].endswith("| none | - | - |")
+    assert large_rows_section(tmp_path, ResultsFile(tmp_path / "x.jsonl", {"gpu_slug": "h100"}, rows[3:4], {})) == []
