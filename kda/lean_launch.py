@@ -9,6 +9,9 @@ integer whether it equals 1, is divisible by 16 and fits in 32 bits, the constex
 device. Anything we cannot key (the interpreter, launch hooks a profiler installed) takes Triton's own path, so
 Nsight Compute and the CPU interpreter see ordinary launches.
 
+`resident_blocks` asks the driver how many blocks of a compiled kernel an SM holds, for candidates whose programs
+wait for each other (a persistent grid must be resident whole).
+
 The module lives in the harness package, not in a task's solution/, so that one reviewed copy serves every
 candidate and an agent working on one task cannot change the launch path of another.
 """

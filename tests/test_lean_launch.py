@@ -1,4 +1,6 @@
 """kda/lean_launch.py: host-side integer helpers, launch plans, and the interpreter fallback."""
+import types
+
 import pytest
 import torch
 import triton
@@ -58,3 +60,42 @@ def test_interpreter_path_launches_and_caches_nothing():
     env = dict(os.environ, TRITON_INTERPRET="1")
     r = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+class _FakeDriver:
+    """Stands in for libcuda's occupancy calculator: records its arguments, writes `blocks`, returns `rc`."""
+
+    def __init__(self, blocks, rc=0):
+        self.blocks, self.rc, self.calls = blocks, rc, []
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, out, function, threads, shared):
+        self.calls.append((function.value, threads.value, shared.value))
+        out._obj.value = self.blocks
+        return self.rc
+
+
+class _FakeCompiled:
+    def __init__(self):
+        self.loaded = False
+        self.function = 0xF00
+        self.metadata = types.SimpleNamespace(shared=1056)
+
+    @property
+    def run(self):
+        self.loaded = True  # Triton loads the binary (and sets `function`) on first access
+        return None
+
+
+def test_resident_blocks_asks_the_driver_for_the_kernel_at_its_block_size(monkeypatch):
+    import kda.lean_launch as ll
+    fake, kernel = _FakeDriver(5), _FakeCompiled()
+    monkeypatch.setattr(ll, "_libcuda", fake)
+    assert ll.resident_blocks(kernel, 8) == 5
+    assert kernel.loaded and fake.calls == [(0xF00, 256, 1056)]
+
+
+def test_resident_blocks_raises_on_a_driver_error(monkeypatch):
+    import kda.lean_launch as ll
+    monkeypatch.setattr(ll, "_libcuda", _FakeDriver(0, rc=98))
+    with pytest.raises(RuntimeError, match="CUresult 98"):
+        ll.resident_blocks(_FakeCompiled(), 4)
