@@ -181,36 +181,50 @@ LARGE_BYTES = 256e6   # the issue's "rows moving at least 256 MB" (the runner's 
 COPY_SHARE = 0.85     # ... "at 85% or more of the measured copy bandwidth"
 
 
-def large_rows_section(task_dir: Path, f: ResultsFile) -> list[str]:
-    """The production rows of at least LARGE_BYTES below COPY_SHARE of copy by device_us, each with the bound the
-    candidate's Nsight Compute summary names (docs/profile/<gpu>/<row>-candidate.json), when that profile ran the
-    kernels this results file recorded for the row; a profile of other kernels (an older candidate) is named as
-    such, not read as evidence for this one."""
+def slow_large_rows(task_dir: Path, f: ResultsFile) -> list[tuple[dict, float, Path, dict | None]]:
+    """The production rows of at least LARGE_BYTES below COPY_SHARE of copy by device_us, as (row, candidate's copy
+    share, path of its candidate profile summary, that summary or None). The summary is given only when it ran the
+    kernels this results file recorded for the row: a profile of other kernels (an older candidate) is no evidence
+    for this one."""
     slug = f.provenance.get("gpu_slug", "")
-    rows = []
+    out = []
     for r in f.rows:
-        cand = ((r.get("arms") or {}).get("candidate") or {}).get("device_us") or {}
-        if r.get("production") and r["bytes"] >= LARGE_BYTES and (cand.get("copy_frac") or 0) < COPY_SHARE:
-            rows.append((r, cand))
+        share = (((r.get("arms") or {}).get("candidate") or {}).get("device_us") or {}).get("copy_frac") or 0
+        if not (r.get("production") and r["bytes"] >= LARGE_BYTES and share < COPY_SHARE):
+            continue
+        prof = task_dir / "docs" / "profile" / slug / f"{r['id']}-candidate.json"
+        summary = json.loads(prof.read_text()) if prof.exists() else None
+        if summary is not None and sorted(k["name"] for k in summary.get("kernels", [])) != sorted(r.get("kernels") or []):
+            summary = {"other_kernels": sorted(k["name"] for k in summary.get("kernels", []))}
+        out.append((r, share, prof, summary))
+    return out
+
+
+def unprofiled_large_rows(task_dir: Path, results_path: Path) -> list[str]:
+    """Ids of the rows slow_large_rows finds without a profile of their current kernels: what to profile next."""
+    return [r["id"] for r, _, _, summary in slow_large_rows(task_dir, load_results(results_path))
+            if summary is None or "other_kernels" in summary]
+
+
+def large_rows_section(task_dir: Path, f: ResultsFile) -> list[str]:
+    """slow_large_rows as a table: each row with the traffic and the bound its candidate's Nsight Compute summary
+    names; a profile of other kernels is named as such."""
+    rows = slow_large_rows(task_dir, f)
     if not rows:
         return []
     out = ["", f"### Rows of {LARGE_BYTES / 1e6:.0f} MB or more below {100 * COPY_SHARE:.0f}% of copy (device_us)", "",
            "| row | cand % copy | candidate profile | DRAM MB (profile) / MB moved | bound named by the profile |",
            "|---|---|---|---|---|"]
-    for r, cand in rows:
-        prof = task_dir / "docs" / "profile" / slug / f"{r['id']}-candidate.json"
+    for r, share, prof, summary in rows:
         where, traffic, bound = "none", "-", "-"
-        if prof.exists():
-            summary = json.loads(prof.read_text())
-            names = sorted(k["name"] for k in summary.get("kernels", []))
-            rel = prof.relative_to(task_dir / "docs").as_posix()
-            if names == sorted(r.get("kernels") or []):
-                where = f"[{prof.name}]({rel})"
-                traffic = f"{summary.get('dram_bytes', 0) / 1e6:.0f} / {r['bytes'] / 1e6:.0f}"
-                bound = str(summary.get("bound", "-")).replace("|", "/")
-            else:
-                where = f"[{prof.name}]({rel}): other kernels ({', '.join(names)}), not this file's candidate"
-        out.append(f"| {r['id']} | {100 * cand['copy_frac']:.0f} | {where} | {traffic} | {bound} |")
+        rel = prof.relative_to(task_dir / "docs").as_posix()
+        if summary is not None and "other_kernels" in summary:
+            where = f"[{prof.name}]({rel}): other kernels ({', '.join(summary['other_kernels'])}), not this file's candidate"
+        elif summary is not None:
+            where = f"[{prof.name}]({rel})"
+            traffic = f"{summary.get('dram_bytes', 0) / 1e6:.0f} / {r['bytes'] / 1e6:.0f}"
+            bound = str(summary.get("bound", "-")).replace("|", "/")
+        out.append(f"| {r['id']} | {100 * share:.0f} | {where} | {traffic} | {bound} |")
     return out
 
 

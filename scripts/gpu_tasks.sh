@@ -3,7 +3,8 @@
 # the project keeps (results files, ledgers, profile summaries) comes back as results.tar, the logs as logs.tar.
 # Usage (GPU machine, repository root):
 #   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only] TASK[=ROW,ROW...] ...
-# Rows after '=' are profiled with `kda profile --compare` after the benchmark.
+# Rows after '=' are profiled with `kda profile --compare` after the benchmark; '@large' stands for the production
+# rows of 256 MB or more that the new results file has below 85% of copy and without a profile of their kernels.
 # KDA_WARM_JOBS=N first compiles every row's torch.compile peer, N rows at a time (scripts/warm_baseline.py --peer).
 # results.tar and logs.tar are rewritten after every step, so a call cut off by its time limit still returns what
 # finished; they are the only files left in $OUT (the logs are written beside it), since a call returns a limited
@@ -41,6 +42,11 @@ for spec in "$@"; do
     python3 -m kda bench "$task" > "$logs/$task-bench.log" 2>&1
     echo "$task bench: rc=$? $(grep -E 'rows passed|geomean over baseline' "$logs/$task-bench.log" | tr '\n' ' ')"
     pack
+    if [ "$rows" = @large ]; then
+      rows=$(python3 -c "import sys; from pathlib import Path; from kda.report import unprofiled_large_rows as u; \
+print(','.join(u(Path(sys.argv[1]), Path(sys.argv[1]) / 'results' / (sys.argv[2] + '.jsonl'))))" "$dir" "$gpu")
+      echo "$task: large rows to profile: ${rows:-none}"
+    fi
     for row in ${rows//,/ }; do
       python3 -m kda profile "$task" --row "$row" --compare --save-csv "$dir/docs/profile/$gpu/csv" \
         > "$logs/$task-profile-$row.log" 2>&1

@@ -86,3 +86,21 @@ def test_large_rows_below_copy_share_show_the_bound_of_a_profile_of_the_same_ker
     assert "other kernels (k_old), not this file's candidate" in lines["older"] and "memory" not in lines["older"]
     assert lines["unprofiled"].endswith("| none | - | - |")
     assert large_rows_section(tmp_path, ResultsFile(tmp_path / "x.jsonl", {"gpu_slug": "h100"}, rows[3:4], {})) == []
+
+
+def test_unprofiled_large_rows_are_those_without_a_profile_of_their_kernels(tmp_path):
+    import json
+
+    from kda.report import unprofiled_large_rows
+
+    prof = tmp_path / "docs" / "profile" / "h100"
+    prof.mkdir(parents=True)
+    (prof / "same-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_a"}], "bound": "memory"}))
+    (prof / "older-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_old"}], "bound": "memory"}))
+    rows = [_large_row("same", 302, 0.70, ["k_a"]), _large_row("older", 400, 0.60, ["k_a"]),
+            _large_row("unprofiled", 300, 0.50, ["k_a"]), _large_row("fast", 300, 0.90, ["k_a"])]
+    path = tmp_path / "results" / "h100.jsonl"
+    path.parent.mkdir()
+    lines = [{"type": "provenance", "gpu_slug": "h100"}, *[{"type": "row", **r} for r in rows], {"type": "summary"}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert unprofiled_large_rows(tmp_path, path) == ["older", "unprofiled"]
