@@ -39,6 +39,11 @@ def _all_tasks():
     return all_task_dirs()
 
 
+def _candidate(args) -> Path | None:
+    """The --candidate file standing in for solution/, if one was given."""
+    return Path(args.candidate).resolve() if args.candidate else None
+
+
 def _run(args, mode: str) -> int:
     from rich.console import Console
 
@@ -51,7 +56,7 @@ def _run(args, mode: str) -> int:
     if device == "cuda" and not _has_gpu():
         raise KdaError("no CUDA GPU is visible; use `kda check TASK --cpu` for the correctness gate through Triton's interpreter")
     opts = RunOptions(mode=mode, device=device, aa=getattr(args, "aa", False),
-                      candidate=Path(args.candidate).resolve() if args.candidate else None,
+                      candidate=_candidate(args),
                       rows=args.rows.split(",") if args.rows else None, write=not getattr(args, "no_write", False),
                       salt=args.salt)
     out = run_task(task, opts)
@@ -78,7 +83,7 @@ def _static(args) -> int:
     from kda.task import Task
 
     task = Task.load(args.task)
-    problems = static_violations(task.solution_files(Path(args.candidate).resolve() if args.candidate else None))
+    problems = static_violations(task.solution_files(_candidate(args)))
     for p in problems:
         print(f"{task.name}: {p}")
     if not problems:

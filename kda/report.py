@@ -194,8 +194,9 @@ def slow_large_rows(task_dir: Path, f: ResultsFile) -> list[tuple[dict, float, P
             continue
         prof = task_dir / "docs" / "profile" / slug / f"{r['id']}-candidate.json"
         summary = json.loads(prof.read_text()) if prof.exists() else None
-        if summary is not None and sorted(k["name"] for k in summary.get("kernels", [])) != sorted(r.get("kernels") or []):
-            summary = {"other_kernels": sorted(k["name"] for k in summary.get("kernels", []))}
+        names = sorted(k["name"] for k in (summary or {}).get("kernels", []))
+        if summary is not None and names != sorted(r.get("kernels") or []):
+            summary = {"other_kernels": names}
         out.append((r, share, prof, summary))
     return out
 

@@ -157,7 +157,7 @@ def _group_norm_layouts():
     out.update({f"rows_min_programs_{k}": {"_ROWS_MIN_PROGRAMS": k} for k in (512, 8192)})
     out.update({f"rows_from_{k >> 20}m": {"_ROWS_FROM_BYTES": k} for k in (1 << 20, 2 << 20)})
     out["default"] = {}
-    # v9: the team kernel for contiguous 16-bit x above 30 MB, off and at its defaults, and around them (units of x in
+    # v9: the team kernel for contiguous 16-bit x of 128 MB and more, off and at its defaults, and around them (units of x in
     # flight, teams, programs per SM, tile, warps)
     out["no_team"] = {"_TEAM": False}
     out["team"] = {"_TEAM": True}

@@ -92,8 +92,8 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # (_gn_team_kernel). The programs form `teams` teams and team t takes units (batch, group)
 # t, t + teams, ...: each program reads its slice of the unit (statistics), the team waits on a counter, and each
 # program re-reads its own slice, read moments before, from the L2 (apply). Unlike v6's one grid on one unit at a
-# time, a team waiting at its counter leaves the other teams streaming. Teams are as many as fit units of x in
-# _TEAM_L2_BYTES. Triton cannot ask for a cooperative launch: the grid is _TEAM_PER_SM programs per SM, fewer where
+# time, a team waiting at its counter leaves the other teams streaming. How many teams: team_plan, from the sweeps
+# cited below. Triton cannot ask for a cooperative launch: the grid is _TEAM_PER_SM programs per SM, fewer where
 # the driver's occupancy calculator says the compiled kernel's registers or shared memory do not let an SM hold them
 # (_team_fit, at plan time; 48 registers a thread at 4096 x 8 warps under Triton 3.9: five fit), so every program is
 # resident when the GPU runs nothing else (the waits would hang otherwise). Several programs per SM
