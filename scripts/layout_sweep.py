@@ -175,6 +175,9 @@ def _group_norm_layouts():
     out["team_overlap_min1_l2_40m"] = {**ov, "_TEAM_MIN_TEAMS": 1, "_TEAM_L2_MAX_BYTES": 40 << 20}
     out["team_overlap_min1_l2_40m_any"] = {**ov, "_TEAM_MIN_TEAMS": 1, "_TEAM_L2_MAX_BYTES": 40 << 20,
                                            "_TEAM_MIN_BYTES": 30 << 20}
+    # v10 with a larger L2 budget, so the rows of 5-7 MB units (two in flight per team) keep three or four teams
+    out.update({f"team_overlap_l2_{v >> 20}m": {**ov, "_TEAM_L2_MAX_BYTES": v} for v in (40 << 20, 48 << 20)})
+    out["team_overlap_l2_40m_sm3"] = {**ov, "_TEAM_L2_MAX_BYTES": 40 << 20, "_TEAM_PER_SM": 3}
     return m, out
 
 
@@ -252,6 +255,20 @@ def patched(module, patch):
             getattr(m, "_plans", {}).clear()
 
 
+def row_bytes(inp: dict, out: dict) -> int:
+    """Bytes a row moves at least once: every input tensor read, every output written."""
+    return sum(t.numel() * t.element_size() for t in (*inp.values(), *out.values()) if torch.is_tensor(t))
+
+
+def copy_moving(nbytes: int):
+    """A device-to-device copy that reads nbytes / 2 and writes as many: the rate the harness's copy reference
+    measures, for a share of it per variant (graph replay, like the variants)."""
+    half = max(1, nbytes // 2)
+    src = torch.empty(half, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 def _graph_us(fn, calls=10, replays=15):
     fn()
     torch.cuda.synchronize()
@@ -316,6 +333,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
     ap.add_argument("--compile", action="store_true", help="time the torch.compile peer too")
+    ap.add_argument("--copy", action="store_true",
+                    help="also time a device copy moving the row's bytes (inputs read + outputs written), and print "
+                         "each variant's share of it")
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load(args.task)
@@ -338,6 +358,8 @@ def main(argv=None):
             rec["baseline_stream_us"] = _stream_us(lambda: ad.call_baseline(upstream, row, inp, outb))
             if args.kernels:
                 rec["baseline_kernel_us"] = _kernel_us(lambda: ad.call_baseline(upstream, row, inp, outb))
+        if args.copy:
+            rec["copy_us"] = _graph_us(copy_moving(row_bytes(inp, out)))
         if args.compile:
             from kda.harness.peers import peer_call, peer_math
             peer = peer_call(peer_math(task.oracle), row, inp, {k: s[1] for k, s in specs.items()}, "compile")
@@ -359,11 +381,13 @@ def main(argv=None):
         base = f" baseline={rec['baseline_us']:.1f}/{rec['baseline_stream_us']:.1f}" if "baseline_us" in rec else ""
         if "compile_us" in rec:
             base += f" compile={rec['compile_us']:.1f}/{rec['compile_stream_us']:.1f}"
+        if "copy_us" in rec:
+            base += f" copy={rec['copy_us']:.1f} (best at {rec['copy_us'] / rec['variants'][best]['graph_us']:.0%})"
         print(f"{rid}: best {best}{base} | {line}", flush=True)
         results.append(rec)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"task": args.task, "gpu": torch.cuda.get_device_name(), "rows": results}, f, indent=1)
+        if args.out:  # after every row, so a sweep cut off by a time limit keeps the rows it finished
+            with open(args.out, "w") as f:
+                json.dump({"task": args.task, "gpu": torch.cuda.get_device_name(), "rows": results}, f, indent=1)
 
 
 if __name__ == "__main__":
