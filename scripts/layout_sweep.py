@@ -167,17 +167,13 @@ def _group_norm_layouts():
     out["team_per_sm5"] = {"_TEAM": True, "_TEAM_PER_SM": 5}
     out["team_t2048"] = {"_TEAM": True, "_TEAM_BLOCK": 2048}
     out["team_t2048_w4_sm8"] = {"_TEAM": True, "_TEAM_BLOCK": 2048, "_TEAM_WARPS": 4, "_TEAM_PER_SM": 8}
-    # v10 (untimed): the next unit's statistics before the wait; two units per team in the L2, so fewer teams, down
-    # to one (then c256_t17_256x256's 17.8 MB units need a 40 MB budget)
-    ov = {"_TEAM": True, "_TEAM_OVERLAP": True}
-    out["team_overlap"] = ov
-    out.update({f"team_overlap_min{k}": {**ov, "_TEAM_MIN_TEAMS": k} for k in (1, 2)})
-    out["team_overlap_min1_l2_40m"] = {**ov, "_TEAM_MIN_TEAMS": 1, "_TEAM_L2_MAX_BYTES": 40 << 20}
-    out["team_overlap_min1_l2_40m_any"] = {**ov, "_TEAM_MIN_TEAMS": 1, "_TEAM_L2_MAX_BYTES": 40 << 20,
-                                           "_TEAM_MIN_BYTES": 30 << 20}
-    # v10 with a larger L2 budget, so the rows of 5-7 MB units (two in flight per team) keep three or four teams
-    out.update({f"team_overlap_l2_{v >> 20}m": {**ov, "_TEAM_L2_MAX_BYTES": v} for v in (40 << 20, 48 << 20)})
-    out["team_overlap_l2_40m_sm3"] = {**ov, "_TEAM_L2_MAX_BYTES": 40 << 20, "_TEAM_PER_SM": 3}
+    # v10 (each member read the team's next unit before waiting on the current one; 62ff4ed-team-overlap.json) is
+    # gone. v11: tiles loaded per loop step (UNROLL), at 4096- and 2048-element tiles and more programs per SM
+    for u in (2, 4):
+        out[f"team_u{u}"] = {"_TEAM": True, "_TEAM_UNROLL": u}
+        out[f"team_t2048_u{u}"] = {"_TEAM": True, "_TEAM_UNROLL": u, "_TEAM_BLOCK": 2048}
+    out["team_t2048_u2_sm6"] = {"_TEAM": True, "_TEAM_UNROLL": 2, "_TEAM_BLOCK": 2048, "_TEAM_PER_SM": 6}
+    out["team_t2048_u4_sm5"] = {"_TEAM": True, "_TEAM_UNROLL": 4, "_TEAM_BLOCK": 2048, "_TEAM_PER_SM": 5}
     return m, out
 
 

@@ -70,16 +70,3 @@ def test_row_bytes_counts_every_tensor_read_and_written_once():
     out = {"y": torch.empty(2, 3, dtype=torch.bfloat16)}
     assert SWEEP.row_bytes(inp, out) == 12 + 12 + 12
 
-
-def test_v10_budgets_keep_three_teams_where_the_default_budget_falls_back():
-    """team_overlap_l2_40m exists to give the rows of 5-7 MB units three teams with two units each in flight; a
-    changed team_plan that no longer does would make that variant time the split path under its name."""
-    module, variants = SWEEP.VARIANTS["group_norm_silu"]()
-    units, channel = 32, 17 * 256 * 80   # hyvae_c256_t17_256x80: 8 channels a group, 5.3 MiB of bf16 a unit
-    group = 8 * channel
-    with SWEEP.patched(module, variants["team_overlap"]):
-        assert module.team_plan(units, group, channel, 2, 528) is None
-    with SWEEP.patched(module, variants["team_overlap_l2_40m"]):
-        assert module.team_plan(units, group, channel, 2, 528)[1] == 3
-    with SWEEP.patched(module, variants["team_overlap_l2_48m"]):
-        assert module.team_plan(units, group, channel, 2, 528)[1] == 4

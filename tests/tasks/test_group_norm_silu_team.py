@@ -95,13 +95,13 @@ _PROBE = textwrap.dedent("""
         S, M = x[0, 0].numel(), (C // G) * x[0, 0].numel()
         ref = F.silu(F.group_norm(x.float(), G, None if w is None else w.float(), None if b is None else b.float(),
                                   1e-5))
-        for teams, overlap in [(t, o) for t in sorted({1, B * G}) for o in (False, True)]:
-            mod._TEAM_OVERLAP = overlap  # v10: the next unit's statistics before the wait on this one
+        for teams, unroll in [(t, k) for t in sorted({1, B * G}) for k in (1, 2, 3)]:
+            mod._TEAM_UNROLL = unroll  # v11; 3 leaves a remainder on every slice of these cases
             out = torch.full_like(x, float("nan"))
             mod._run_team(x, w, b, out, 1e-5, mod.team_launch(x, w, b, G, (1, teams, M)))
             tol = 5e-3 if dtype == torch.float16 else 2e-2
             err = (out.float() - ref).abs()
-            assert bool((err <= tol + tol * ref.abs()).all()), (dtype, B, C, G, teams, overlap, float(err.max()))
+            assert bool((err <= tol + tol * ref.abs()).all()), (dtype, B, C, G, teams, unroll, float(err.max()))
             cnt, done = mod._team_counters(x.device, B * G)
             assert int(cnt.abs().sum()) == 0 and int(done.abs().sum()) == 0, "counters not back to zero"
     print("ok")
@@ -147,30 +147,20 @@ def test_team_fit_shrinks_the_grid_to_what_the_driver_says_is_resident(monkeypat
     assert all(g > expected for g in fake.grids[:-1])  # every rejected try had more programs than fit
 
 
-def test_overlap_counts_two_units_per_team_in_the_budget(monkeypatch):
-    block = IMPL._TEAM_BLOCK
-    unit = (IMPL._TEAM_L2_BYTES // 2 // 4) // block * block  # four units fit the budget, two overlapped teams
-    assert IMPL.team_plan(32, unit, block, 2, PROGRAMS)[1] == 4
-    monkeypatch.setattr(IMPL, "_TEAM_OVERLAP", True)
-    monkeypatch.setattr(IMPL, "_TEAM_MIN_TEAMS", 1)
-    assert IMPL.team_plan(32, unit, block, 2, PROGRAMS)[1] == 2
-
-
-@pytest.mark.parametrize("overlap", [False, True])
-def test_team_kernel_compiles_for_hopper_with_its_programs_per_sm_resident(monkeypatch, overlap):
+@pytest.mark.parametrize("unroll", [1, 2])
+def test_team_kernel_compiles_for_hopper_with_its_programs_per_sm_resident(monkeypatch, unroll):
     """`kda compile` never reaches the team path (it needs x on a GPU), so its lowering for sm_90 is checked here:
-    ptxas accepts both orders, and at the defaults the registers let _TEAM_PER_SM programs share an SM (the GPU
+    ptxas accepts it at one and two tiles a step, and at the defaults the registers let _TEAM_PER_SM programs share an SM (the GPU
     machine's Triton may allocate otherwise: _team_fit asks the driver there)."""
     import torch
 
     from kda.aot import compile_plan, occupancy, resource_usage
 
-    monkeypatch.setattr(IMPL, "_TEAM_OVERLAP", overlap)
-    monkeypatch.setattr(IMPL, "_TEAM_MIN_TEAMS", 1)
+    monkeypatch.setattr(IMPL, "_TEAM_UNROLL", unroll)
     x = torch.empty((1, 512, 9, 128, 128), dtype=torch.float16, device="meta")
     w = torch.empty((512,), dtype=torch.float16, device="meta")
     plan = IMPL.team_launch(x, w, w, 32, IMPL.team_plan(32, 16 * 9 * 128 * 128, 9 * 128 * 128, 2, PROGRAMS))[0]
-    assert plan.constexprs[-1] is overlap
+    assert plan.constexprs[-1] == unroll
     use = resource_usage(compile_plan(IMPL._gn_team_kernel, plan))
     assert use["local"] == 0  # no spills
     per_sm, _ = occupancy(use["registers"], use["shared"], IMPL._TEAM_WARPS)
