@@ -2,16 +2,20 @@
 # One GPU session over several tasks: A/A noise floor, benchmark, Nsight Compute comparisons of named rows. What
 # the project keeps (results files, ledgers, profile summaries) comes back as results.tar, the logs as logs.tar.
 # Usage (GPU machine, repository root):
-#   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only] TASK[=ROW,ROW...] ...
+#   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only | --profile-only] TASK[=ROW,ROW...] ...
 # Rows after '=' are profiled with `kda profile --compare` after the benchmark; '@large' stands for the production
 # rows of 256 MB or more that the new results file has below 85% of copy and without a profile of their kernels.
+# --profile-only runs no A/A and no benchmark: it profiles the named rows ('@large': as read from the results file
+# already there for this GPU), for a candidate whose kernels that file already recorded.
 # KDA_WARM_JOBS=N first compiles every row's torch.compile peer, N rows at a time (scripts/warm_baseline.py --peer).
 # results.tar and logs.tar are rewritten after every step, so a call cut off by its time limit still returns what
 # finished; they are the only files left in $OUT (the logs are written beside it), since a call returns a limited
 # number of files and on 2026-11-25 a results.tar was left behind among the logs.
 set -uo pipefail
 mode=all
-case "${1:-}" in --aa-only) mode=aa; shift ;; --bench-only) mode=bench; shift ;; esac
+case "${1:-}" in
+  --aa-only) mode=aa; shift ;; --bench-only) mode=bench; shift ;; --profile-only) mode=profile; shift ;;
+esac
 out=${OUT:-/tmp/kda-out}; logs=$(mktemp -d /tmp/kda-logs.XXXX); mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 # rich tables in the logs at full width (a narrow default cuts every cell)
@@ -25,23 +29,25 @@ for spec in "$@"; do
   task=${spec%%=*}; rows=""; [ "$spec" != "$task" ] && rows=${spec#*=}
   dir=$(python3 -c "from kda.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")
   keep+=("$dir/results" "$dir/docs/ledger.jsonl")
-  if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" != aa ]; then
+  if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" = all -o "$mode" = bench ]; then
     python3 scripts/warm_baseline.py "$task" --peer --jobs "$KDA_WARM_JOBS" > "$logs/$task-warm.log" 2>&1
     echo "$task peer warm-up: rc=$? $(grep -E 'built in' "$logs/$task-warm.log")"
   fi
-  if [ "$mode" != bench ]; then
+  if [ "$mode" = all -o "$mode" = aa ]; then
     python3 -m kda bench "$task" --aa > "$logs/$task-aa.log" 2>&1
     echo "$task A/A: rc=$? $(grep -E 'rows passed|device_us: geomean' "$logs/$task-aa.log" | tr '\n' ' ')"
     pack
   fi
   # The static rules fail every row of a bench; they need no GPU, so a broken candidate costs seconds, not a bench.
-  if [ "$mode" != aa ] && ! python3 -m kda check "$task" --static > "$logs/$task-static.log" 2>&1; then
+  if [ "$mode" = all -o "$mode" = bench ] && ! python3 -m kda check "$task" --static > "$logs/$task-static.log" 2>&1; then
     echo "$task: static rules broken, no bench: $(head -3 "$logs/$task-static.log")"; pack; continue
   fi
   if [ "$mode" != aa ]; then
-    python3 -m kda bench "$task" > "$logs/$task-bench.log" 2>&1
-    echo "$task bench: rc=$? $(grep -E 'rows passed|geomean over baseline' "$logs/$task-bench.log" | tr '\n' ' ')"
-    pack
+    if [ "$mode" != profile ]; then
+      python3 -m kda bench "$task" > "$logs/$task-bench.log" 2>&1
+      echo "$task bench: rc=$? $(grep -E 'rows passed|geomean over baseline' "$logs/$task-bench.log" | tr '\n' ' ')"
+      pack
+    fi
     if [ "$rows" = @large ]; then
       rows=$(python3 -c "import sys; from pathlib import Path; from kda.report import unprofiled_large_rows as u; \
 print(','.join(u(Path(sys.argv[1]), Path(sys.argv[1]) / 'results' / (sys.argv[2] + '.jsonl'))))" "$dir" "$gpu")

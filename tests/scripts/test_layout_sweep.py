@@ -70,3 +70,9 @@ def test_row_bytes_counts_every_tensor_read_and_written_once():
     out = {"y": torch.empty(2, 3, dtype=torch.bfloat16)}
     assert SWEEP.row_bytes(inp, out) == 12 + 12 + 12
 
+
+
+def test_copy_share_is_the_harness_copy_fraction():
+    # 302 MB in 151.5 us against 2.85 TB/s: the harness's copy_frac of 0.70 for that row and rate
+    assert abs(SWEEP.copy_share(301_991_936, 151.5, 2.85) - 301_991_936 / 151.5e-6 / 2.85e12) < 1e-12
+    assert 0.69 < SWEEP.copy_share(301_991_936, 151.5, 2.85) < 0.71

@@ -45,7 +45,7 @@ Design:
   (_gn_team_kernel), each team on its own units, so x is re-read from the L2 while other teams stream; x whose
   units are too large for three teams in the L2 budget stays on the split path.
 - v10 (a team member read its slice of the next unit before waiting on the current one) lost on every large row and
-  is gone (ledger L0039). v11 (_TEAM_UNROLL): more tiles loaded per loop step of the team kernel.
+  is gone (ledger L0039); so is v11, more tiles loaded per loop step (L0040).
 
 """
 import math
@@ -118,9 +118,9 @@ _TEAM_MAX_TEAMS = 4
 _TEAM_MIN_BYTES = 128 << 20
 # v10 (each member read its slice of the team's next unit before waiting on the current one, two units per team in
 # the L2) was 9-48% slower than v9c wherever it took a row (H100 layout-sweep/62ff4ed-team-overlap.json, ledger
-# L0039), and is gone. v11: UNROLL tiles loaded per loop step in both passes, for more bytes in flight (ncu of v9c on
-# c512_t9_128x128: long_scoreboard the first stall, DRAM at 57% of peak).
-_TEAM_UNROLL = 1
+# L0039), and is gone; so is v11 (two or four tiles loaded per loop step, for more bytes in flight against v9c's
+# long_scoreboard stalls): its best variant per row tied or lost by up to 4% on four of the five rows that take the
+# team path and won 1.3% on c256_t17_256x80 (2878936-team-unroll.json, ledger L0040).
 _TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must be a multiple of it
 _TEAM_WARPS = 8
 _TEAM_PER_SM = 4
@@ -504,24 +504,18 @@ def _gn_rows_apply_kernel(
 
 
 @triton.jit
-def _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM: tl.constexpr, BLOCK: tl.constexpr,
-                 UNROLL: tl.constexpr):
+def _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM: tl.constexpr, BLOCK: tl.constexpr):
     """A team member's statistics of unit u: sums of x - K over its slice (K, the unit's first element, returned),
-    stored as its partial, then its arrival at the unit's counter. UNROLL tiles are loaded before any is summed;
-    past the slice's end a load repeats the last tile (no masked load) and counts as zero."""
+    stored as its partial, then its arrival at the unit's counter."""
     base = u.to(tl.int64) * M
     lanes = tl.arange(0, BLOCK)
     pivot = tl.load(x_ptr + base).to(tl.float32)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
-    for i in range(0, n_tiles, UNROLL):
-        for j in tl.static_range(UNROLL):
-            off = lo + tl.minimum(i + j, n_tiles - 1) * BLOCK
-            v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_last").to(tl.float32) - pivot
-            if j > 0:
-                v = tl.where(i + j < n_tiles, v, 0.0)
-            acc += v
-            acc2 += v * v
+    for i in range(0, n_tiles):
+        v = tl.load(x_ptr + base + lo + i * BLOCK + lanes, eviction_policy="evict_last").to(tl.float32) - pivot
+        acc += v
+        acc2 += v * v
     slot = (u * TEAM + rank) * 2
     tl.store(part_ptr + slot, tl.sum(acc, axis=0))
     tl.store(part_ptr + slot + 1, tl.sum(acc2, axis=0))
@@ -534,10 +528,9 @@ def _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM: tl.con
 @triton.jit
 def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, pivot, G, CPG, M, S, lo, n_tiles, eps,
                  TEAM: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr, HAS_W: tl.constexpr,
-                 HAS_B: tl.constexpr, UNROLL: tl.constexpr):
+                 HAS_B: tl.constexpr):
     """A team member's wait for every partial of unit u, the unit's (mean, rstd), and the apply over its slice, read
-    again (from the L2, newest tiles first, UNROLL at a time). The last member to read the partials returns the
-    counters to zero."""
+    again (from the L2, newest tiles first). The last member to read the partials returns the counters to zero."""
     base = u.to(tl.int64) * M
     lanes = tl.arange(0, BLOCK)
     seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
@@ -556,31 +549,25 @@ def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, piv
         tl.atomic_xchg(cnt_ptr + u, 0)
         tl.atomic_xchg(done_ptr + u, 0)
     g = u % G
-    for i in range(0, n_tiles, UNROLL):
-        for j in tl.static_range(UNROLL):
-            off = lo + tl.maximum(n_tiles - 1 - i - j, 0) * BLOCK
-            c = g * CPG + off // S
-            w = 1.0
-            b = 0.0
-            if HAS_W:
-                w = tl.load(w_ptr + c).to(tl.float32)
-            if HAS_B:
-                b = tl.load(b_ptr + c).to(tl.float32)
-            v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
-            y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B).to(y_ptr.dtype.element_ty)
-            if j == 0:
-                tl.store(y_ptr + base + off + lanes, y, eviction_policy="evict_first")
-            else:
-                # all lanes or none: a multiple of BLOCK, so the store stays vectorised
-                tl.store(y_ptr + base + off + lanes, y, mask=lanes < (n_tiles - i - j) * BLOCK,
-                         eviction_policy="evict_first")
+    for i in range(0, n_tiles):
+        off = lo + (n_tiles - 1 - i) * BLOCK
+        c = g * CPG + off // S
+        w = 1.0
+        b = 0.0
+        if HAS_W:
+            w = tl.load(w_ptr + c).to(tl.float32)
+        if HAS_B:
+            b = tl.load(b_ptr + c).to(tl.float32)
+        v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
+        y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
+        tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
 
 
 @triton.jit
 def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
                     U, G, CPG, M, S, SLICE, eps,
                     TEAM: tl.constexpr, TEAMS: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr,
-                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, UNROLL: tl.constexpr):
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     """v9: teams of programs over units of M contiguous elements (one batch's group; channels of S elements, S a
     multiple of BLOCK). Statistics are sums of x - K, K the unit's first element (no E[x^2] - mean^2 cancellation
     when |mean| >> std).
@@ -588,9 +575,7 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
     Teams are runs of block indices, which the block scheduler spreads over the SMs, so every SM holds a member of
     each team and a team waiting at its counter leaves no SM idle. (v9b took places by a ticket drawn at start, which
     would never hang on a GPU that holds fewer programs than the grid; the tickets went out SM by SM, teams landed on
-    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)
-
-    UNROLL (v11): tiles loaded per loop step, for more bytes in flight per SM."""
+    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)"""
     pid = tl.program_id(0)
     team = pid // TEAM
     rank = pid % TEAM
@@ -600,9 +585,9 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
     n_units = (U - team + TEAMS - 1) // TEAMS
     for k in range(0, n_units):
         u = team + k * TEAMS
-        pivot = _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM, BLOCK, UNROLL)
+        pivot = _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM, BLOCK)
         _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, pivot, G, CPG, M, S, lo,
-                     n_tiles, eps, TEAM, TEAM_P2, BLOCK, HAS_W, HAS_B, UNROLL)
+                     n_tiles, eps, TEAM, TEAM_P2, BLOCK, HAS_W, HAS_B)
 
 
 @triton.jit
@@ -731,7 +716,7 @@ def team_launch(x, weight, bias, G, tp):
     dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
           f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
-                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None, _TEAM_UNROLL),
+                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
                 _TEAM_WARPS)
     return plan, units, units * team * 2
 
