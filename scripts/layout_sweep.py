@@ -55,6 +55,13 @@ def _nss_layouts():
                     out[name] = {"_layout": layout(padded, wide, rows1, pf)}
                     out[name + "_nocg"] = {"_layout": layout(padded, wide, rows1, pf), "_STREAM_CG": False}
     out["no_cg"] = {"_STREAM_CG": False}
+    # the residual rows at the DRAM bound on the H100 (ledger L0013): stores marked evict_first, residual_out stored
+    # after the statistics with y, both, and each with x and residual through .cg
+    out["store_ef"] = {"_STORE_EVICT_FIRST": True}
+    out["res_late"] = {"_RES_OUT_LATE": True}
+    out["res_late_store_ef"] = {"_RES_OUT_LATE": True, "_STORE_EVICT_FIRST": True}
+    out["store_ef_cg"] = {"_STORE_EVICT_FIRST": True, "_STREAM_CG": True}
+    out["res_late_cg"] = {"_RES_OUT_LATE": True, "_STREAM_CG": True}
     out["default"] = {}
     return m, out
 

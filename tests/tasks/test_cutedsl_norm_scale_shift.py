@@ -105,7 +105,8 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
 
 # The candidate under Triton's interpreter (a fresh process: the interpreter is chosen when kernels are defined) on
 # the layouts no CPU row reaches: the residual form without a gate at a D that is not a power of two (one masked
-# block per row), and per-row gate, scale and shift (loaded before the reduction).
+# block per row), and per-row gate, scale and shift (loaded before the reduction); at the default stores and at
+# layout_sweep's store knobs.
 _PROBE = textwrap.dedent("""
     import torch
     from kda.task import Task
@@ -118,14 +119,21 @@ _PROBE = textwrap.dedent("""
                and r.scalars["norm_type"] == "layer")
     cases = {"no gate, shared fp32 scale/shift": dict(gate=None, scale=rn(1, 1, D).float(), shift=rn(1, 1, D).float()),
              "per-row gate, scale, shift": dict(gate=rn(B, S, D), scale=rn(B, S, D), shift=rn(B, S, D))}
-    for name, mod in cases.items():
-        inp = dict(residual=rn(B, S, D), x=rn(B, S, D), weight=None, bias=None, **mod)
-        y, r = sol.fused_scale_residual_norm_scale_shift(inp["residual"], inp["x"], inp["gate"], None, None,
-                                                         inp["scale"], inp["shift"], "layer", float(row.scalars["eps"]))
-        ref = task.oracle.reference(row, inp)
-        for k, got in (("y", y), ("residual_out", r)):
-            err = (got.float() - ref[k]).abs()
-            assert bool((err <= 2e-2 + 1e-2 * ref[k].abs()).all()), (name, k, float(err.max()))
+    import sys
+    impl = sys.modules[sol.__name__ + ".norm_scale_shift"]
+    # the sweep knobs too: residual_out stored after the statistics, stores marked evict_first
+    for late, ef in ((False, False), (True, True), (True, False)):
+        impl._RES_OUT_LATE, impl._STORE_EVICT_FIRST = late, ef
+        impl._plans.clear()
+        for name, mod in cases.items():
+            inp = dict(residual=rn(B, S, D), x=rn(B, S, D), weight=None, bias=None, **mod)
+            y, r = sol.fused_scale_residual_norm_scale_shift(inp["residual"], inp["x"], inp["gate"], None, None,
+                                                             inp["scale"], inp["shift"], "layer",
+                                                             float(row.scalars["eps"]))
+            ref = task.oracle.reference(row, inp)
+            for k, got in (("y", y), ("residual_out", r)):
+                err = (got.float() - ref[k]).abs()
+                assert bool((err <= 2e-2 + 1e-2 * ref[k].abs()).all()), (late, ef, name, k, float(err.max()))
     print("ok")
 """)
 
