@@ -121,9 +121,10 @@ _PROBE = textwrap.dedent("""
              "per-row gate, scale, shift": dict(gate=rn(B, S, D), scale=rn(B, S, D), shift=rn(B, S, D))}
     import sys
     impl = sys.modules[sol.__name__ + ".norm_scale_shift"]
-    # the sweep knobs too: residual_out stored after the statistics, stores marked evict_first
-    for late, ef in ((False, False), (True, True), (True, False)):
-        impl._RES_OUT_LATE, impl._STORE_EVICT_FIRST = late, ef
+    # with the gated rows chunked too (no padded block for them: _PADDED_RES_MAX_ROWS 0), residual_out stored early
+    # or late (v6), stores marked evict_first or not (a sweep knob)
+    for late, ef, padded_max in ((True, False, 4096), (True, False, 0), (False, False, 0), (True, True, 0)):
+        impl._RES_OUT_LATE, impl._STORE_EVICT_FIRST, impl._PADDED_RES_MAX_ROWS = late, ef, padded_max
         impl._plans.clear()
         for name, mod in cases.items():
             inp = dict(residual=rn(B, S, D), x=rn(B, S, D), weight=None, bias=None, **mod)
@@ -133,7 +134,7 @@ _PROBE = textwrap.dedent("""
             ref = task.oracle.reference(row, inp)
             for k, got in (("y", y), ("residual_out", r)):
                 err = (got.float() - ref[k]).abs()
-                assert bool((err <= 2e-2 + 1e-2 * ref[k].abs()).all()), (late, ef, name, k, float(err.max()))
+                assert bool((err <= 2e-2 + 1e-2 * ref[k].abs()).all()), (late, ef, padded_max, name, k, float(err.max()))
     print("ok")
 """)
 

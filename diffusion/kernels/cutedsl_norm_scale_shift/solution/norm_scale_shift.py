@@ -1,4 +1,4 @@
-"""Candidate v5 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v6 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
@@ -19,6 +19,9 @@ centred variance second, as upstream and the oracle do. 1/sqrt is rsqrt (rsqrt.a
 Unlike upstream, r and the normalised value are not rounded to x's dtype
 before the modulation: only the stored outputs are rounded.
 
+v6: the chunked residual form stores residual_out with y, after the statistics (`_RES_OUT_LATE` says what it
+measured).
+
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
 no broadcast copy is made. A launch Plan is cached per input signature (shapes, strides, dtypes, norm type), so a
@@ -35,11 +38,14 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # x and residual are loaded through L1 (v5): with .cg (past L1) wan_t2v_crossattn_res took 772.6 us by graph_us
 # against 761.8 without, and no other row moved (graph-placement/f294e8f.json). A knob for layout_sweep.
 _STREAM_CG = False
-# Stores of the streamed outputs (y, residual_out) marked evict_first, and residual_out stored with y after the
-# statistics instead of while the row is read: knobs for layout_sweep, aimed at the residual rows that trail torch.compile
-# by about 1% on the H100 at the DRAM bound (ledger L0013).
+# v6: the chunked residual form (a gate, more than _PADDED_RES_MAX_ROWS rows) stores residual_out with y, after the
+# statistics, not while the row is read. H100 graph replay (docs/profile/h100/layout-sweep/69ef63b-res-stores.json;
+# torch.compile, the best peer there, in brackets): wan_t2v_selfattn_res 532.0 -> 519.3 us (525.8),
+# wan_i2v_selfattn_res 1036.6 -> 1012.8 (1033.6), hunyuanvideo_img_res 226.3 -> 224.1 (222.1), wan_ti2v_selfattn_res
+# 224.4 -> 223.0 (238.1); the padded block (wan_t2v_crossattn_res) lost 5% with it (1024.8 -> 1080.4), so it keeps
+# the early store. Stores marked evict_first moved nothing by more than 0.6% (a knob for layout_sweep, off).
 _STORE_EVICT_FIRST = False
-_RES_OUT_LATE = False
+_RES_OUT_LATE = True
 # Residual calls of at most this many rows take the padded block even with a gate (v5): qwen_image_txt_norm2_res_s47
 # 2.7 us against 3.3 chunked, qwen_image_img_norm2_res_s4096 26.8 against 27.2 (graph-placement/f294e8f.json).
 _PADDED_RES_MAX_ROWS = 4096
@@ -359,7 +365,7 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     - A per-row scale/shift is loaded with the row's inputs (PREFETCH): helios 154 against 156.
     No shared vector is kept in registers across rows any more (v3 did: 120 registers, 2 CTAs per SM on
     selfattn_res); the loads hit L1."""
-    if has_res and (g_kind == _NONE or M <= _PADDED_RES_MAX_ROWS):
+    if has_res and _padded_res(M, g_kind):
         C, K = 1 << (D - 1).bit_length(), 1
         warps = max(1, min(16, C // 1024))
     else:
@@ -368,6 +374,11 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     per_row = _PER_ROW in (g_kind, sc_kind, sh_kind)
     rows = 1 if has_res or per_row else _rows_per_program(M)
     return C, K, rows, warps, _PER_ROW in (sc_kind, sh_kind)
+
+
+def _padded_res(M, g_kind):
+    """Whether a residual call reads its rows as one masked power-of-two block (else as unpadded chunks)."""
+    return g_kind == _NONE or M <= _PADDED_RES_MAX_ROWS
 
 
 def _rows_per_program(M):
@@ -450,6 +461,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
     # fp32 rows are judged at 1e-5: they take the two-pass statistics with fp64 sums.
     precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
     C, K, rows, warps, prefetch = _layout(D, M, has_res, g[3], sc[3], sh[3])
+    late = _RES_OUT_LATE and has_res and not _padded_res(M, g[3])
     tensors = (out, residual_out if has_res else x, x, residual if has_res else x,
                gate if g[3] else x, weight if has_w else x, bias if has_b else x, scale, shift)
     return Plan(
@@ -457,7 +469,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
-         _RES_OUT_LATE, _STORE_EVICT_FIRST),
+         late, _STORE_EVICT_FIRST),
         warps,
     ), has_w, has_b
 
