@@ -32,3 +32,39 @@ def test_rows_carry_provenance(name):
 def test_solution_keeps_the_static_rules(name):
     task = Task.load(name)
     assert task.solution_files() and static_violations(task.solution_files()) == []
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_ledger_reference_names_the_results_file_it_read(name):
+    """A ledger entry's results_ref (path, lines, sha256) must still find those bytes: a results file overwritten or
+    moved without its reference following would leave the entry citing numbers nobody can read back."""
+    import hashlib
+
+    from kda import ledger
+
+    task_dir = Task.load(name).path
+    for e in ledger.read(task_dir):
+        ref = e["results_ref"]
+        if ref is None:
+            continue
+        path = task_dir / ref["path"]
+        assert path.is_file(), f"{name} {e['id']}: {ref['path']} is missing"
+        data = path.read_bytes()
+        assert hashlib.sha256(data).hexdigest() == ref["sha256"], f"{name} {e['id']}: {ref['path']} holds other bytes"
+        assert data.count(b"\n") == ref["lines"], f"{name} {e['id']}: {ref['path']} line count"
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_kept_results_file_is_cited_by_the_ledger(name):
+    """The other direction: each results file (current or superseded) is some entry's results_ref, or named in an
+    entry's text (decisions taken from a bench whose own measurement line was not kept name their file), so every
+    committed run can be traced to the entry that reports it."""
+    from kda import ledger
+
+    task_dir = Task.load(name).path
+    entries = ledger.read(task_dir)
+    cited = {e["results_ref"]["path"] for e in entries if e["results_ref"]}
+    text = " ".join(e[k] for e in entries for k in ("hypothesis", "change", "reason"))
+    kept = {p.relative_to(task_dir).as_posix() for p in (task_dir / "results").rglob("*.jsonl")}
+    orphans = sorted(p for p in kept - cited if p.rsplit("/", 1)[-1] not in text)
+    assert not orphans, f"{name}: results files no ledger entry cites: {orphans}"
