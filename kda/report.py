@@ -89,9 +89,14 @@ def noise_floor_text(aa: ResultsFile | None) -> str:
     return f"{_ci(noise)}; {noise['false_wins']}/{noise['rows']} rows falsely 'faster'"
 
 
+def rows_below_one(entry: dict | None) -> str:
+    """Production rows whose 95% interval lies wholly below 1 (a summary's vs_baseline or vs_best_peer entry)."""
+    return "-" if not entry else f"{entry['rows_ci_below_1']}/{entry['rows']}"
+
+
 def readme_table(results: dict[Path, list[ResultsFile]]) -> str:
-    lines = ["| task | GPU | rows passed | device_us geomean [95% CI] | graph_us geomean | wall_us geomean | vs best peer (device_us) | min row (device_us) | rows >= 256 MB at >= 85% copy BW | A/A noise floor (device_us) | device_us start | date, commit |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | GPU | rows passed | device_us geomean [95% CI] | graph_us geomean | wall_us geomean | vs best peer (device_us) | min row (device_us) | rows CI < 1 vs baseline / best peer (device_us) | rows >= 256 MB at >= 85% copy BW | A/A noise floor (device_us) | device_us start | date, commit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task_dir, files in sorted(results.items(), key=lambda kv: kv[0].name):
         aa_by_gpu = {f.gpu: f for f in files if f.aa}
         for f in (f for f in files if not f.aa):
@@ -104,6 +109,7 @@ def readme_table(results: dict[Path, list[ResultsFile]]) -> str:
                 f"| [{f.task}]({rel}/docs/results.md) | {f.provenance['gpu']['name']} | {s['rows_passed']}/{s['rows_total']} "
                 f"| {_ci(vb['device_us'])} | {_ci(vb['graph_us'])} | {_ci(vb['wall_us'])} | {_ci(peer)} "
                 f"| {(_f(mn['median'], 3) + ' (' + mn['id'] + ')') if mn else '-'} "
+                f"| {rows_below_one(vb['device_us'])} / {rows_below_one(peer)} "
                 f"| {s.get('rows_256mb_at_85pct_copy', 0)}/{s.get('rows_256mb', 0)} "
                 f"| {noise_floor_text(aa_by_gpu.get(f.gpu))} | {device_us_start(f.provenance)} | {f.provenance['time_utc'][:10]}, `{(f.provenance.get('commit') or '?')[:8]}`"
                 f"{' (dirty)' if f.provenance.get('dirty') else ''} |")
@@ -130,13 +136,14 @@ def task_results_md(task_dir: Path, files: list[ResultsFile]) -> str:
                 f"baseline `{p['vendored']['package']}=={p['vendored']['version']}` (wheel sha256 `{p['vendored']['wheel_sha256'][:16]}...`)",
                 f"- device_us start stamp: {device_us_start(p)} ([measurement](../../../../docs/harness.md#metrics))",
                 f"- rows passed {s['rows_passed']}/{s['rows_total']} (production {s['production_passed']}/{s['production_total']})", ""]
-        out += ["| metric | geomean over baseline [95% CI] | min row | over best peer | min row vs best peer | rows CI > 1 / < 1 |",
-                "|---|---|---|---|---|---|"]
+        out += ["| metric | geomean over baseline [95% CI] | min row | over best peer | min row vs best peer | rows CI > 1 / < 1 | vs best peer: rows CI > 1 / < 1 |",
+                "|---|---|---|---|---|---|---|"]
         for m in METRICS:
             e = s["metrics"].get(m) or {}
             vb, vp = e.get("vs_baseline"), e.get("vs_best_peer")
             out.append(f"| {m} | {_ci(vb)} | {_minrow(vb)} | {_ci(vp)} | {_minrow(vp)} | "
-                       f"{vb['rows_ci_above_1'] if vb else '-'} / {vb['rows_ci_below_1'] if vb else '-'} |")
+                       f"{vb['rows_ci_above_1'] if vb else '-'} / {vb['rows_ci_below_1'] if vb else '-'} | "
+                       f"{vp['rows_ci_above_1'] if vp else '-'} / {vp['rows_ci_below_1'] if vp else '-'} |")
         out.append("")
         metric = s["headline_metric"]
         arms = [a for a in ARMS if any(a in r.get("arms", {}) for r in f.rows)]

@@ -104,3 +104,27 @@ def test_unprofiled_large_rows_are_those_without_a_profile_of_their_kernels(tmp_
     lines = [{"type": "provenance", "gpu_slug": "h100"}, *[{"type": "row", **r} for r in rows], {"type": "summary"}]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert unprofiled_large_rows(tmp_path, path) == ["older", "unprofiled"]
+
+
+def test_rows_below_one_counts_the_intervals_wholly_below_one_of_all_passing_rows():
+    assert report.rows_below_one({"rows_ci_below_1": 2, "rows": 25}) == "2/25"
+    assert report.rows_below_one(None) == "-"
+
+
+def test_the_readme_shows_rows_below_one_against_baseline_and_best_peer_as_the_summaries_count_them():
+    readme = (repo_root() / "README.md").read_text()
+    block = readme.split("<!-- kda:results:start -->")[1].split("<!-- kda:results:end -->")[0]
+    header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
+    cols = header.split(" | ")
+    col = cols.index("rows CI < 1 vs baseline / best peer (device_us)")
+    files = [report.load_results(p) for p in sorted(repo_root().glob("*/kernels/*/results/*.jsonl"))
+             if not p.stem.endswith("-aa")]
+    # every committed bench file's row, in the README's order, carries its summary's two counts
+    seen = 0
+    for f in files:
+        m = f.summary["metrics"]["device_us"]
+        want = f"{report.rows_below_one(m['vs_baseline'])} / {report.rows_below_one(m['vs_best_peer'])}"
+        line = next(r for r in rows if f"[{f.task}]" in r and f" {f.provenance['gpu']['name']} " in r)
+        assert line.split(" | ")[col] == want, (f.task, f.gpu)
+        seen += 1
+    assert seen == len(rows)
