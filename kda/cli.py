@@ -333,6 +333,27 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_archive(args) -> int:
+    """Move a results file into the task's history (gzip) and point the ledger entries that cite it there."""
+    from kda import ledger
+    from kda.archive import archive
+    from kda.paths import resolve_task
+
+    task_dir = resolve_task(args.task)
+    moved = []
+    for f in args.files:
+        src = Path(f)
+        if not src.is_absolute() and not src.exists():
+            src = task_dir / f
+        dst = archive(task_dir, src, name=args.name if len(args.files) == 1 else None, label=args.label)
+        moved.append(dst)
+        print(f"{src} -> {dst}")
+    if moved:
+        ledger.write_markdown(task_dir)
+    print("add a row for each to results/history/README.md: what the candidate was and what superseded it")
+    return 0
+
+
 def cmd_verify(args) -> int:
     """Each results file's recorded commit against the sources it says it measured (git history needed)."""
     from rich.console import Console
@@ -483,6 +504,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tasks", nargs="*", help="task names or folders (default: every task)")
     p.add_argument("--all", action="store_true", help="list verified files too")
     p.set_defaults(fn=cmd_verify)
+
+    p = sub.add_parser("archive", help="move results files into TASK/results/history/ (gzip-compressed) and point "
+                       "the ledger entries that cite them at the new path")
+    p.add_argument("task")
+    p.add_argument("files", nargs="+", help="results files (paths, or relative to the task folder: results/h100.jsonl)")
+    p.add_argument("--name", help="history name without suffix (one file only; default <gpu>[-aa][-LABEL]-<commit7>)")
+    p.add_argument("--label", help="the candidate's version, put in the default name (v9c)")
+    p.set_defaults(fn=cmd_archive)
 
     p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")
     p.add_argument("task")

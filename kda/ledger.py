@@ -249,8 +249,10 @@ def metrics_from_summary(summary: dict, provenance: dict | None = None) -> dict:
 
 
 def results_ref(task_dir: Path, results_path: Path) -> dict:
+    from kda.archive import read_bytes  # an archived (.gz) file is referred to by its decompressed bytes
+
     results_path = Path(results_path).resolve()
-    data = results_path.read_bytes()
+    data = read_bytes(results_path)
     try:
         rel = results_path.relative_to(Path(task_dir).resolve()).as_posix()
     except ValueError:

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kda.archive import SUFFIX, read_text
 from kda.errors import KdaError
 from kda.gitutil import git
 
@@ -76,7 +77,7 @@ def recorded_files(header: dict) -> dict[str, str]:
 
 def verify_file(path: Path, blobs: Blobs, history: list[str]) -> Verdict:
     try:
-        header = json.loads(path.read_text().splitlines()[0])
+        header = json.loads(read_text(path).splitlines()[0])
     except (OSError, IndexError, json.JSONDecodeError) as e:
         raise KdaError(f"{path}: line 1 is not a results header ({e})") from None
     commit, files = header.get("commit"), recorded_files(header)
@@ -95,7 +96,8 @@ def verify_file(path: Path, blobs: Blobs, history: list[str]) -> Verdict:
 def results_files(task_dirs: list[Path]) -> list[Path]:
     out = []
     for d in task_dirs:
-        out += sorted((d / "results").glob("*.jsonl")) + sorted((d / "results" / "history").glob("*.jsonl"))
+        hist = d / "results" / "history"
+        out += sorted((d / "results").glob("*.jsonl")) + sorted([*hist.glob("*.jsonl"), *hist.glob("*" + SUFFIX)])
     return out
 
 
