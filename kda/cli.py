@@ -354,6 +354,33 @@ def cmd_archive(args) -> int:
     return 0
 
 
+def cmd_intake(args) -> int:
+    """Take a GPU call's results.tar into the task folders (results files, new ledger lines, profiles)."""
+    from kda.intake import intake
+    from kda.paths import repo_root
+
+    labels = {}
+    for spec in args.label or []:
+        task, sep, label = spec.partition("=")
+        if not sep or not task or not label:
+            raise KdaError(f"--label {spec!r}: expected TASK=VERSION (group_norm_silu=v9c)")
+        labels[task] = label
+    root = repo_root()
+    for got in intake(Path(args.tar), root, labels):
+        name = got.task_dir.relative_to(root)
+        print(f"{name}:")
+        for p in got.archived:
+            print(f"  archived  {p.relative_to(root)} (add its row to results/history/README.md)")
+        for p in got.results:
+            print(f"  results   {p.relative_to(root)}")
+        for remote_id, here in got.ledger_ids:
+            print(f"  ledger    {here}" + (f" (was {remote_id} on the GPU machine)" if remote_id != here else ""))
+        if got.profiles:
+            print(f"  profiles  {len(got.profiles)} files under {(got.task_dir / 'docs' / 'profile').relative_to(root)}")
+    print("next: kda report, kda verify")
+    return 0
+
+
 def cmd_verify(args) -> int:
     """Each results file's recorded commit against the sources it says it measured (git history needed)."""
     from rich.console import Console
@@ -512,6 +539,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="history name without suffix (one file only; default <gpu>[-aa][-LABEL]-<commit7>)")
     p.add_argument("--label", help="the candidate's version, put in the default name (v9c)")
     p.set_defaults(fn=cmd_archive)
+
+    p = sub.add_parser("intake", help="take a GPU call's results.tar (scripts/gpu_tasks.sh) into the task folders: "
+                       "superseded results files archived, new ledger lines appended (renumbered after local ones), "
+                       "profiles copied; nothing written unless every check passes")
+    p.add_argument("tar")
+    p.add_argument("--label", action="append", metavar="TASK=VERSION",
+                   help="the candidate version of a superseded results file, for its history name (repeatable)")
+    p.set_defaults(fn=cmd_intake)
 
     p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")
     p.add_argument("task")

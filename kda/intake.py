@@ -1,0 +1,137 @@
+"""Take what a GPU call returned (`scripts/gpu_tasks.sh`'s results.tar) into the task folders, in one checked step.
+
+The tar holds, per task, `results/` (results files), `docs/ledger.jsonl` as the GPU machine left it (the ledger that
+travelled plus the lines `kda bench` appended there) and `docs/profile/`. Taking them in by hand meant: moving the
+superseded current file to the history and its ledger reference with it, copying the new files, appending only the
+new ledger lines (renumbered when entries were added here since the tree travelled), and copying profiles. Done by
+hand, three ledger references once ended up on the wrong file. Here:
+
+1. the new ledger lines are the tar's entries the local ledger does not hold (same time, author and text: ids and
+   results_ref may differ), schema-checked and numbered after the local ledger's last id (parents among them
+   follow);
+2. a local results file the tar replaces with different bytes is archived first (`kda.archive`: gzip into
+   `results/history/`, ledger references repointed), then the new file is copied;
+3. profile files that are new or changed are copied;
+4. nothing is written unless every check passes (the tar is read whole and every results file parsed first).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kda import ledger
+from kda.archive import archive, read_bytes
+from kda.errors import KdaError
+from kda.report import load_results
+
+
+@dataclass
+class Intake:
+    task_dir: Path
+    archived: list[Path] = field(default_factory=list)
+    results: list[Path] = field(default_factory=list)
+    ledger_ids: list[tuple[str, str]] = field(default_factory=list)   # (id on the GPU machine, id here)
+    profiles: list[Path] = field(default_factory=list)
+
+
+def _identity(e: dict) -> tuple:
+    """What makes an entry the same entry on both machines: when and where it was written and what it says. Not the
+    id (both machines number new lines after the same last id) and not results_ref (archiving here repoints it)."""
+    return (e.get("time_utc"), e.get("kind"), e.get("author"), e.get("hypothesis"), e.get("change"),
+            e.get("source_hash"), e.get("reason"))
+
+
+def new_ledger_lines(local: list[str], remote: list[str]) -> list[tuple[str, dict]]:
+    """(id on the GPU machine, entry) for the entries of `remote` (the GPU machine's ledger: the one that travelled
+    plus what `kda bench` appended there) that `local` does not hold, in order, numbered after local's last id
+    (parents among them follow their new ids)."""
+    held = {_identity(json.loads(line)) for line in local}
+    last = max((int(json.loads(line)["id"][1:]) for line in local), default=0)
+    renamed, new = {}, []
+    for line in remote:
+        e = json.loads(line)
+        if _identity(e) in held:
+            continue
+        last += 1
+        remote_id = e["id"]
+        renamed[remote_id] = e["id"] = f"L{last:04d}"
+        if e.get("parent") in renamed:
+            e["parent"] = renamed[e["parent"]]
+        new.append((remote_id, e))
+    return new
+
+
+def intake(tar_path: Path, root: Path, labels: dict[str, str] | None = None) -> list[Intake]:
+    """Take a GPU call's results.tar into the task folders under `root`. `labels` names the candidate version of a
+    superseded file per task (task name -> 'v9c'), for its history name."""
+    labels = labels or {}
+    root = Path(root).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        with tarfile.open(tar_path) as tar:
+            for m in tar.getmembers():
+                if m.name.startswith("/") or ".." in Path(m.name).parts or not (m.isfile() or m.isdir()):
+                    raise KdaError(f"{tar_path}: member {m.name!r} is not a plain path inside the repository")
+            tar.extractall(tmp, filter="data")
+        task_dirs = sorted({p.parent.parent for p in tmp.rglob("docs/ledger.jsonl")}
+                           | {p.parent.parent for p in tmp.rglob("results/*.jsonl")})
+        if not task_dirs:
+            raise KdaError(f"{tar_path}: no task folder (docs/ledger.jsonl or results/*.jsonl) in it")
+        plans = [_plan(src, root / src.relative_to(tmp), tar_path) for src in task_dirs]
+        return [_apply(p, labels.get(p["dst"].name)) for p in plans]
+
+
+def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
+    """Everything checked before anything is written: the destination is a task folder, the results files parse,
+    the new ledger lines validate against the local ledger."""
+    if not (dst / "docs" / "ledger.jsonl").exists() and not (dst / "task.toml").exists():
+        raise KdaError(f"{tar_path}: {dst} is not a task folder here")
+    results = []
+    for f in sorted((src / "results").glob("*.jsonl")):
+        load_results(f)  # raises, naming the file, on a file that is not a results file
+        here = dst / "results" / f.name
+        if not here.exists() or here.read_bytes() != f.read_bytes():
+            results.append(f)
+    new = []
+    remote = src / "docs" / "ledger.jsonl"
+    if remote.exists():
+        local_path = ledger.ledger_path(dst)
+        local = local_path.read_text().splitlines() if local_path.exists() else []
+        ledger.parse_text(remote.read_text(), f"{tar_path}:{remote.relative_to(src.parent.parent.parent)}")
+        new = new_ledger_lines(local, remote.read_text().splitlines())
+        # the whole ledger as it will be, checked before it is written
+        ledger.parse_text("".join(line + "\n" for line in local) + "".join(json.dumps(e) + "\n" for _, e in new),
+                          f"{local_path} (with the new lines)")
+    profiles = []
+    for f in sorted((src / "docs" / "profile").rglob("*")) if (src / "docs" / "profile").exists() else []:
+        here = dst / f.relative_to(src)
+        if f.is_file() and (not here.exists() or here.read_bytes() != f.read_bytes()):
+            profiles.append((f, here))
+    return {"src": src, "dst": dst, "results": results, "ledger": new, "profiles": profiles}
+
+
+def _apply(plan: dict, label: str | None) -> Intake:
+    dst = plan["dst"]
+    out = Intake(dst)
+    for f in plan["results"]:
+        here = dst / "results" / f.name
+        if here.exists():
+            out.archived.append(archive(dst, here, label=label))
+        shutil.copyfile(f, here)
+        out.results.append(here)
+    if plan["ledger"]:
+        with open(ledger.ledger_path(dst), "a") as fh:
+            for remote_id, e in plan["ledger"]:
+                fh.write(json.dumps(e, sort_keys=False) + "\n")
+                out.ledger_ids.append((remote_id, e["id"]))
+        ledger.read(dst)  # the written ledger parses
+        ledger.write_markdown(dst)
+    for f, here in plan["profiles"]:
+        here.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, here)
+        out.profiles.append(here)
+    return out
