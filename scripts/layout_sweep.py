@@ -176,6 +176,13 @@ def _group_norm_layouts():
     out["team_t2048_w4_sm8"] = {"_TEAM": True, "_TEAM_BLOCK": 2048, "_TEAM_WARPS": 4, "_TEAM_PER_SM": 8}
     # v10 (each member read the team's next unit before waiting on the current one; 62ff4ed-team-overlap.json) and
     # v11 (two or four tiles loaded per loop step; 2878936-team-unroll.json) are gone with their knobs
+    # v12: the queue kernel at its defaults and around them (x kept in the L2 between a unit's statistics and its
+    # apply, programs per SM, warps)
+    q = {"_QUEUE": True}
+    out["queue"] = q
+    out.update({f"queue_l2_{v >> 20}m": {**q, "_QUEUE_L2_BYTES": v} for v in (8 << 20, 16 << 20, 32 << 20)})
+    out.update({f"queue_sm{k}": {**q, "_QUEUE_PER_SM": k} for k in (2, 3, 8)})
+    out["queue_w4_sm8"] = {**q, "_QUEUE_WARPS": 4, "_QUEUE_PER_SM": 8}
     return m, out
 
 
