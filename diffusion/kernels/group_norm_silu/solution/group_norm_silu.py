@@ -520,6 +520,24 @@ def _gn_rows_apply_kernel(
 
 
 @triton.jit
+def _apply_tile(x_ptr, w_ptr, b_ptr, y_ptr, base, off, g, CPG, S, mean, rstd, BLOCK: tl.constexpr,
+                HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    """y = silu(norm(x)) over the BLOCK elements at base + off of a contiguous unit of group g: one channel's run
+    (S a multiple of BLOCK), so one weight and one bias; x read with evict_first, as is y written (both are done)."""
+    lanes = tl.arange(0, BLOCK)
+    c = g * CPG + off // S
+    w = 1.0
+    b = 0.0
+    if HAS_W:
+        w = tl.load(w_ptr + c).to(tl.float32)
+    if HAS_B:
+        b = tl.load(b_ptr + c).to(tl.float32)
+    v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
+    y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
+    tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+
+
+@triton.jit
 def _team_arrive(x_ptr, part_ptr, cnt_ptr, u, M, lo, n_tiles, rank, TEAM: tl.constexpr, BLOCK: tl.constexpr):
     """A team member's statistics of unit u: sums of x - K over its slice (K, the unit's first element, returned),
     stored as its partial, then its arrival at the unit's counter."""
@@ -548,7 +566,6 @@ def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, piv
     """A team member's wait for every partial of unit u, the unit's (mean, rstd), and the apply over its slice, read
     again (from the L2, newest tiles first). The last member to read the partials returns the counters to zero."""
     base = u.to(tl.int64) * M
-    lanes = tl.arange(0, BLOCK)
     seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
     while seen < TEAM:
         seen = tl.atomic_add(cnt_ptr + u, 0, sem="acquire")
@@ -564,19 +581,9 @@ def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, piv
     if tl.atomic_add(done_ptr + u, 1, sem="acq_rel") == TEAM - 1:
         tl.atomic_xchg(cnt_ptr + u, 0)
         tl.atomic_xchg(done_ptr + u, 0)
-    g = u % G
     for i in range(0, n_tiles):
-        off = lo + (n_tiles - 1 - i) * BLOCK
-        c = g * CPG + off // S
-        w = 1.0
-        b = 0.0
-        if HAS_W:
-            w = tl.load(w_ptr + c).to(tl.float32)
-        if HAS_B:
-            b = tl.load(b_ptr + c).to(tl.float32)
-        v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
-        y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
-        tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+        _apply_tile(x_ptr, w_ptr, b_ptr, y_ptr, base, lo + (n_tiles - 1 - i) * BLOCK, u % G, CPG, S, mean, rstd,
+                    BLOCK, HAS_W, HAS_B)
 
 
 @triton.jit
@@ -648,19 +655,8 @@ def _queue_apply(x_ptr, w_ptr, b_ptr, y_ptr, stat_ptr, flag_ptr, u, i, G, CPG, M
     tl.debug_barrier()
     mean = tl.load(stat_ptr + u * 2, cache_modifier=".cg")
     rstd = tl.load(stat_ptr + u * 2 + 1, cache_modifier=".cg")
-    base = u.to(tl.int64) * M
-    lanes = tl.arange(0, BLOCK)
-    off = i * BLOCK
-    c = (u % G) * CPG + off // S
-    w = 1.0
-    b = 0.0
-    if HAS_W:
-        w = tl.load(w_ptr + c).to(tl.float32)
-    if HAS_B:
-        b = tl.load(b_ptr + c).to(tl.float32)
-    v = tl.load(x_ptr + base + off + lanes, eviction_policy="evict_first").to(tl.float32)
-    y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B)
-    tl.store(y_ptr + base + off + lanes, y.to(y_ptr.dtype.element_ty), eviction_policy="evict_first")
+    _apply_tile(x_ptr, w_ptr, b_ptr, y_ptr, u.to(tl.int64) * M, i * BLOCK, u % G, CPG, S, mean, rstd, BLOCK, HAS_W,
+                HAS_B)
 
 
 @triton.jit
