@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kda import ledger
-from kda.archive import archive, read_bytes
+from kda.archive import archive
 from kda.errors import KdaError
 from kda.report import load_results
 
