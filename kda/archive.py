@@ -51,8 +51,9 @@ def default_name(path: Path, label: str | None = None) -> str:
 
 def archive(task_dir: Path, src: Path, name: str | None = None, label: str | None = None) -> Path:
     """Move results file `src` (under TASK/results, plain or already archived) to results/history/<name>.jsonl.gz
-    (default: default_name, or its own name for a history file) and rewrite the ledger references that cite it (same path and same bytes) to the new path. Returns the new
-    path. Refuses to overwrite a different history file of that name."""
+    (default: default_name, or its own name for a history file) and rewrite the ledger references that cite it
+    (same path and same bytes) to the new path. Returns the new path. Refuses to overwrite a different history
+    file of that name."""
     task_dir, src = Path(task_dir).resolve(), Path(src).resolve()
     results = task_dir / "results"
     if not src.is_file():

@@ -55,13 +55,10 @@ def _nss_layouts():
                     out[name] = {"_layout": layout(padded, wide, rows1, pf)}
                     out[name + "_nocg"] = {"_layout": layout(padded, wide, rows1, pf), "_STREAM_CG": False}
     out["no_cg"] = {"_STREAM_CG": False}
-    # the residual rows at the DRAM bound on the H100 (ledger L0013): stores marked evict_first, residual_out stored
-    # after the statistics with y, both, and each with x and residual through .cg
-    out["store_ef"] = {"_STORE_EVICT_FIRST": True}
-    out["res_late"] = {"_RES_OUT_LATE": True}
-    out["res_late_store_ef"] = {"_RES_OUT_LATE": True, "_STORE_EVICT_FIRST": True}
-    out["store_ef_cg"] = {"_STORE_EVICT_FIRST": True, "_STREAM_CG": True}
-    out["res_late_cg"] = {"_RES_OUT_LATE": True, "_STREAM_CG": True}
+    # v6 stores the chunked residual form's residual_out after the statistics (69ef63b-res-stores.json, which also
+    # timed evict-first stores: within 0.6%, knob removed); the early store of v5, with and without .cg loads
+    out["res_early"] = {"_RES_OUT_LATE": False}
+    out["res_early_cg"] = {"_RES_OUT_LATE": False, "_STREAM_CG": True}
     out["default"] = {}
     return m, out
 
@@ -260,11 +257,6 @@ def patched(module, patch):
             getattr(m, "_plans", {}).clear()
 
 
-def row_bytes(inp: dict, out: dict) -> int:
-    """Bytes a row moves at least once: every input tensor read, every output written."""
-    return sum(t.numel() * t.element_size() for t in (*inp.values(), *out.values()) if torch.is_tensor(t))
-
-
 def copy_share(nbytes: int, us: float, copy_tbps: float) -> float:
     """A row's rate (nbytes in `us` microseconds) as a share of the copy rate, the harness's `copy_frac`."""
     return nbytes / (us * 1e-6) / 1e12 / copy_tbps
@@ -336,7 +328,7 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true", help="time the torch.compile peer too")
     ap.add_argument("--copy", action="store_true",
                     help="also print the best variant's share of the copy bandwidth the harness measures (1 GiB "
-                         "device copy, kda.harness.timing), for the row's bytes (inputs read + outputs written)")
+                         "device copy, kda.harness.timing), for the bytes the adapter says the row moves")
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load(args.task)
@@ -366,7 +358,7 @@ def main(argv=None):
             if args.kernels:
                 rec["baseline_kernel_us"] = _kernel_us(lambda: ad.call_baseline(upstream, row, inp, outb))
         if copy_tbps is not None:
-            rec["bytes"], rec["copy_tbps"] = row_bytes(inp, out), copy_tbps
+            rec["bytes"], rec["copy_tbps"] = ad.bytes_moved(row), copy_tbps  # the bytes copy_frac counts
         if args.compile:
             from kda.harness.peers import peer_call, peer_math
             peer = peer_call(peer_math(task.oracle), row, inp, {k: s[1] for k, s in specs.items()}, "compile")

@@ -64,14 +64,6 @@ def test_worst_norm_err_scales_by_the_dtype_tolerance_and_skips_non_finite():
     assert SWEEP.worst_norm_err({"z": torch.zeros(2)}, ref, {"z": specs["z"]}, tol) == 0.0
 
 
-def test_row_bytes_counts_every_tensor_read_and_written_once():
-    inp = {"x": torch.empty(2, 3, dtype=torch.bfloat16), "w": torch.empty(3, dtype=torch.float32), "eps": 1e-5,
-           "groups": 4}
-    out = {"y": torch.empty(2, 3, dtype=torch.bfloat16)}
-    assert SWEEP.row_bytes(inp, out) == 12 + 12 + 12
-
-
-
 def test_copy_share_is_the_harness_copy_fraction():
     # 302 MB in 151.5 us against 2.85 TB/s: the harness's copy_frac of 0.70 for that row and rate
     assert abs(SWEEP.copy_share(301_991_936, 151.5, 2.85) - 301_991_936 / 151.5e-6 / 2.85e12) < 1e-12

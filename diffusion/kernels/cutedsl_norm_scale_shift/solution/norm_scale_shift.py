@@ -43,8 +43,7 @@ _STREAM_CG = False
 # torch.compile, the best peer there, in brackets): wan_t2v_selfattn_res 532.0 -> 519.3 us (525.8),
 # wan_i2v_selfattn_res 1036.6 -> 1012.8 (1033.6), hunyuanvideo_img_res 226.3 -> 224.1 (222.1), wan_ti2v_selfattn_res
 # 224.4 -> 223.0 (238.1); the padded block (wan_t2v_crossattn_res) lost 5% with it (1024.8 -> 1080.4), so it keeps
-# the early store. Stores marked evict_first moved nothing by more than 0.6% (a knob for layout_sweep, off).
-_STORE_EVICT_FIRST = False
+# the early store. Stores marked evict_first moved nothing by more than 0.6% (not kept).
 _RES_OUT_LATE = True
 # Residual calls of at most this many rows take the padded block even with a gate (v5): qwen_image_txt_norm2_res_s47
 # 2.7 us against 3.3 chunked, qwen_image_img_norm2_res_s4096 26.8 against 27.2 (graph-placement/f294e8f.json).
@@ -71,18 +70,12 @@ def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: 
 
 
 @triton.jit
-def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, EF: tl.constexpr):
+def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
     cols = j * C + tl.arange(0, C)
-    if EF:
-        if MASKED:
-            tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D, eviction_policy="evict_first")
-        else:
-            tl.store(ptr + cols, val.to(ptr.dtype.element_ty), eviction_policy="evict_first")
+    if MASKED:
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D)
     else:
-        if MASKED:
-            tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D)
-        else:
-            tl.store(ptr + cols, val.to(ptr.dtype.element_ty))
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -108,7 +101,7 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr, EF: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x."""
     v = _ld(xo, j, D, C, MASKED, STREAM)
     if HAS_RES:
@@ -116,7 +109,7 @@ def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.cons
             v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
         v = v + _ld(ro, j, D, C, MASKED, STREAM)
         if not LATE:
-            _st(oo, v, j, D, C, MASKED, EF)
+            _st(oo, v, j, D, C, MASKED)
     return v
 
 
@@ -146,10 +139,10 @@ def _row_mods(sco, sho, D, C: tl.constexpr, K: tl.constexpr, M0: tl.constexpr, M
 
 @triton.jit
 def _row_out(yo, oo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr, EF: tl.constexpr):
+             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr):
     """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store)."""
     if RES_OUT:
-        _st(oo, v, j, D, C, MASKED, EF)
+        _st(oo, v, j, D, C, MASKED)
     if IS_LN:
         n = (v - mean) * rstd
     else:
@@ -158,7 +151,7 @@ def _row_out(yo, oo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: 
         n = n * _ld(w_ptr, j, D, C, MASKED, False)
     if HAS_B:
         n = n + _ld(b_ptr, j, D, C, MASKED, False)
-    _st(yo, n * a + sh, j, D, C, MASKED, EF)
+    _st(yo, n * a + sh, j, D, C, MASKED)
 
 
 @triton.jit
@@ -176,7 +169,7 @@ def _nss_kernel(
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
     C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr, STREAM: tl.constexpr,
-    LATE: tl.constexpr, EF: tl.constexpr,
+    LATE: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -207,15 +200,15 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE, EF)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE, EF)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE, EF)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE, EF)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE, EF)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE)
             if PREFETCH:
                 # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
                 # are in flight together with x's instead of after them.
@@ -312,19 +305,19 @@ def _nss_kernel(
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
                                                                           SH_KIND)
             _row_out(yo, oo, v0, mean, rstd, w_ptr, b_ptr, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, EF)
+                         HAS_RES and LATE)
             if K > 1:
                 _row_out(yo, oo, v1, mean, rstd, w_ptr, b_ptr, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, EF)
+                         HAS_RES and LATE)
             if K > 2:
                 _row_out(yo, oo, v2, mean, rstd, w_ptr, b_ptr, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, EF)
+                         HAS_RES and LATE)
             if K > 3:
                 _row_out(yo, oo, v3, mean, rstd, w_ptr, b_ptr, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, EF)
+                         HAS_RES and LATE)
             if K > 4:
                 _row_out(yo, oo, v4, mean, rstd, w_ptr, b_ptr, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, EF)
+                         HAS_RES and LATE)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -469,7 +462,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
-         late, _STORE_EVICT_FIRST),
+         late),
         warps,
     ), has_w, has_b
 
