@@ -106,6 +106,11 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # against each other without a cooperative launch, which Triton does not offer.
 _TEAM = True
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
+# GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
+# them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
+# the bench (h200 layout-sweep/478e671-h200-team.json, ledger L0044): with HBM3e the team's wait at every unit costs
+# more of each unit's shorter DRAM time.
+_TEAM_GPUS = ("H100",)
 # H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path, on
 # the large rows: one team (one unit of 17.8 MB on c256_t17_256x256, or a 10 MB budget) 13-87% slower; two 8%
 # slower to 7% faster; three or four 5-13% faster (c512_t9_128x128: 4 in 20 MB, 148 us against 163;
@@ -927,6 +932,10 @@ def _device_limits(device):
     return _limits[index]
 
 
+def _team_gpu(device):
+    return any(k in torch.cuda.get_device_properties(device).name for k in _TEAM_GPUS)
+
+
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
     contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("queue", queue_launch(...), triton plan) when _QUEUE is on,
@@ -946,7 +955,7 @@ def _plan(x, weight, bias, G):
         if qp is not None:
             return ("queue", queue_launch(x, weight, bias, G, qp), fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
-            and x.numel() * x.element_size() >= _TEAM_MIN_BYTES else None
+            and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
         if launch is not None:
             return ("team", launch, fallback)
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
