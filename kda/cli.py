@@ -373,6 +373,8 @@ def cmd_intake(args) -> int:
             print(f"  archived  {p.relative_to(root)} (add its row to results/history/README.md)")
         for p in got.results:
             print(f"  results   {p.relative_to(root)}")
+        for p in got.kept:
+            print(f"  kept      {p.relative_to(root)} (the tar's copy was measured earlier)")
         for remote_id, here in got.ledger_ids:
             print(f"  ledger    {here}" + (f" (was {remote_id} on the GPU machine)" if remote_id != here else ""))
         if got.profiles:

@@ -10,7 +10,10 @@ hand, three ledger references once ended up on the wrong file. Here:
    results_ref may differ), schema-checked and numbered after the local ledger's last id (parents among them
    follow);
 2. a local results file the tar replaces with different bytes is archived first (`kda.archive`: gzip into
-   `results/history/`, ledger references repointed), then the new file is copied;
+   `results/history/`, ledger references repointed), then the new file is copied. Only a file measured later than
+   the local one replaces it: each call carries the whole tree, so a tar also brings back every results file the
+   call did not write, as it travelled; taking in calls out of order, one of those would otherwise replace a newer
+   file taken in from a later call (it happened on 2026-11-26). Such a file is listed as kept;
 3. profile files that are new or changed are copied;
 4. nothing is written unless every check passes (the tar is read whole and every results file parsed first).
 """
@@ -36,6 +39,7 @@ class Intake:
     results: list[Path] = field(default_factory=list)
     ledger_ids: list[tuple[str, str]] = field(default_factory=list)   # (id on the GPU machine, id here)
     profiles: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)     # local files the tar held an older measurement of
 
 
 def _identity(e: dict) -> tuple:
@@ -94,12 +98,14 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
     the new ledger lines validate against the local ledger."""
     if not (dst / "docs" / "ledger.jsonl").exists() and not (dst / "task.toml").exists():
         raise KdaError(f"{tar_path}: {dst} is not a task folder here")
-    results = []
+    results, kept = [], []
     for f in sorted((src / "results").glob("*.jsonl")):
-        load_results(f)  # raises, naming the file, on a file that is not a results file
+        new_time = _measured_at(f)
         here = dst / "results" / f.name
-        if not here.exists() or here.read_bytes() != f.read_bytes():
+        if not here.exists():
             results.append(f)
+        elif here.read_bytes() != f.read_bytes():
+            (results if new_time > _measured_at(here) else kept).append(f)
     new = []
     remote = src / "docs" / "ledger.jsonl"
     if remote.exists():
@@ -115,12 +121,21 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
         here = dst / f.relative_to(src)
         if f.is_file() and (not here.exists() or here.read_bytes() != f.read_bytes()):
             profiles.append((f, here))
-    return {"src": src, "dst": dst, "results": results, "ledger": new, "profiles": profiles}
+    return {"src": src, "dst": dst, "results": results, "kept": kept, "ledger": new, "profiles": profiles}
+
+
+def _measured_at(path: Path) -> str:
+    """The provenance line's time_utc (ISO 8601 UTC, so strings order as times); raises, naming the file, on a file
+    that is not a results file."""
+    time_utc = load_results(path).provenance.get("time_utc")
+    if not isinstance(time_utc, str) or not time_utc:
+        raise KdaError(f"{path}: the provenance line (line 1) has no time_utc")
+    return time_utc
 
 
 def _apply(plan: dict, label: str | None) -> Intake:
     dst = plan["dst"]
-    out = Intake(dst)
+    out = Intake(dst, kept=[dst / "results" / f.name for f in plan["kept"]])
     for f in plan["results"]:
         here = dst / "results" / f.name
         if here.exists():

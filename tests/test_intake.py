@@ -16,8 +16,8 @@ COMMIT_OLD = "1111111" + "0" * 33
 COMMIT_NEW = "2222222" + "0" * 33
 
 
-def _results_text(commit, marker):
-    lines = [{"type": "provenance", "commit": commit, "gpu_slug": "h100", "marker": marker},
+def _results_text(commit, marker, when="2026-11-25T10:00:00Z"):
+    lines = [{"type": "provenance", "commit": commit, "gpu_slug": "h100", "marker": marker, "time_utc": when},
              {"type": "row", "id": "r1"}, {"type": "summary"}]
     return "".join(json.dumps(x) + "\n" for x in lines)
 
@@ -65,7 +65,7 @@ def _tar(tmp_path, files):
 
 
 def _device_call(tmp_path, travelled):
-    new = _results_text(COMMIT_NEW, "new")
+    new = _results_text(COMMIT_NEW, "new", "2026-11-25T11:30:00Z")
     appended = [_entry(3, "2026-11-25T11:30:00Z", "bench on the GPU machine", _ref("results/h100.jsonl", new)),
                 _entry(4, "2026-11-25T11:31:00Z", "its decision", kind="decision", parent="L0003")]
     return new, _tar(tmp_path, {f"{TASK}/results/h100.jsonl": new,
@@ -131,3 +131,25 @@ def test_a_task_folder_unknown_here_is_refused(repo):
     tar = _tar(root, {"diffusion/kernels/other/results/h100.jsonl": _results_text(COMMIT_NEW, "x")})
     with pytest.raises(KdaError, match="not a task folder here"):
         intake(tar, root)
+
+
+def test_an_older_copy_travelling_back_does_not_replace_a_newer_file(repo):
+    """Every call carries the whole tree, so its tar brings back files it did not write as they travelled; taken in
+    after a later call's tar, such a copy must not replace the later measurement."""
+    root, travelled, old = repo
+    _, later = _device_call(root, travelled)
+    intake(later, root)
+    stale = _tar(root, {f"{TASK}/results/h100.jsonl": old, f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
+    newer = (root / TASK / "results" / "h100.jsonl").read_text()
+    [got] = intake(stale, root)
+    assert got.kept == [root / TASK / "results" / "h100.jsonl"] and not got.results and not got.archived
+    assert (root / TASK / "results" / "h100.jsonl").read_text() == newer
+
+
+def test_a_results_file_without_a_measurement_time_is_refused(repo):
+    root, travelled, old = repo
+    undated = old.replace(', "time_utc": "2026-11-25T10:00:00Z"', "").replace('"old"', '"other"')
+    tar = _tar(root, {f"{TASK}/results/h100.jsonl": undated, f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
+    with pytest.raises(KdaError, match="h100.jsonl.*time_utc"):
+        intake(tar, root)
+    assert (root / TASK / "results" / "h100.jsonl").read_text() == old

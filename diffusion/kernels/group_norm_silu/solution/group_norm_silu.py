@@ -108,7 +108,7 @@ _TEAM = True
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
 # GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
 # them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
-# the bench (h200 layout-sweep/478e671-h200-team.json, ledger L0044): with HBM3e the team's wait at every unit costs
+# the bench (docs/profile/h200/layout-sweep/478e671-team.json, ledger L0047): with HBM3e the team's wait at every unit costs
 # more of each unit's shorter DRAM time.
 _TEAM_GPUS = ("H100",)
 # H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path, on
