@@ -59,6 +59,20 @@ def _nss_layouts():
     # timed evict-first stores: within 0.6%, knob removed); the early store of v5, with and without .cg loads
     out["res_early"] = {"_RES_OUT_LATE": False}
     out["res_early_cg"] = {"_RES_OUT_LATE": False, "_STREAM_CG": True}
+    # the residual form without a gate (cross-attention rows, one padded block by default): unpadded chunks like the
+    # gated form, residual_out stored late (v6) or early; the padded block at other warps, or two rows a program
+    chunked = {"_padded_res": lambda M, g_kind: M <= m._PADDED_RES_MAX_ROWS}
+    out["nogate_chunk_late"] = chunked
+    out["nogate_chunk_early"] = {**chunked, "_RES_OUT_LATE": False}
+
+    def padded(warps, rows):
+        return lambda D, M, has_res, g_kind, sc_kind, sh_kind: (
+            1 << (D - 1).bit_length(), 1, rows, warps, m._PER_ROW in (sc_kind, sh_kind))
+    out.update({f"pad_w{w}": {"_layout": padded(w, 1)} for w in (4, 16, 32)})
+    out["pad_w8_r2"] = {"_layout": padded(8, 2)}
+    # the gated chunks at other warps than _warps picks
+    out.update({f"chunk_w{w}": {"_layout": (lambda w=w: lambda D, M, has_res, g_kind, sc_kind, sh_kind: (
+        *m._chunks(D), 1, w, m._PER_ROW in (sc_kind, sh_kind)))()} for w in (2, 8, 16)})
     out["default"] = {}
     return m, out
 
@@ -173,13 +187,7 @@ def _group_norm_layouts():
     out["team_t2048_w4_sm8"] = {"_TEAM": True, "_TEAM_BLOCK": 2048, "_TEAM_WARPS": 4, "_TEAM_PER_SM": 8}
     # v10 (each member read the team's next unit before waiting on the current one; 62ff4ed-team-overlap.json) and
     # v11 (two or four tiles loaded per loop step; 2878936-team-unroll.json) are gone with their knobs
-    # v12: the queue kernel at its defaults and around them (x kept in the L2 between a unit's statistics and its
-    # apply, programs per SM, warps)
-    q = {"_QUEUE": True}
-    out["queue"] = q
-    out.update({f"queue_l2_{v >> 20}m": {**q, "_QUEUE_L2_BYTES": v} for v in (8 << 20, 16 << 20, 32 << 20)})
-    out.update({f"queue_sm{k}": {**q, "_QUEUE_PER_SM": k} for k in (2, 3, 8)})
-    out["queue_w4_sm8"] = {**q, "_QUEUE_WARPS": 4, "_QUEUE_PER_SM": 8}
+    # v12 (the queue kernel; docs/profile/h200/layout-sweep/478e671-queue.json) is gone with its knobs
     return m, out
 
 

@@ -1,5 +1,5 @@
-"""The head of the group_norm_silu interpreter probes (team and queue kernels): imports, the candidate's module as
-`mod`, three input shapes with their fp32 torch reference (`cases()`), and the tolerance check (`close`)."""
+"""The head of the group_norm_silu interpreter probes (team kernel): imports, the candidate's module as `mod`, three
+input shapes with their fp32 torch reference (`cases()`), and the tolerance check (`close`)."""
 import textwrap
 
 PROLOGUE = textwrap.dedent("""

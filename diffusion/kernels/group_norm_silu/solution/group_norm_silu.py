@@ -46,8 +46,8 @@ Design:
   units are too large for three teams in the L2 budget stays on the split path.
 - v10 (a team member read its slice of the next unit before waiting on the current one) lost on every large row and
   is gone (ledger L0039); so is v11, more tiles loaded per loop step (L0040).
-- v12 (written, not yet timed; off: _QUEUE): one persistent grid taking statistics and apply tiles from a queue,
-  each unit's apply a few units behind its statistics, so no program waits on a team.
+- v12 (a persistent grid taking statistics and apply tiles from a queue) was 1.5-1.9x slower than v9c at its
+  defaults (1.3-1.6x at its best knobs) on every large contiguous row on an H200, and is gone (ledger L0046).
 
 """
 import math
@@ -132,19 +132,9 @@ _TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must
 _TEAM_WARPS = 8
 _TEAM_PER_SM = 4
 
-# v12 (written, not yet timed; off: _QUEUE): contiguous 16-bit x of _TEAM_MIN_BYTES and more through one persistent
-# grid that takes tasks from a queue (_gn_queue_kernel): a tile's statistics (read from DRAM) or a tile's apply
-# (x re-read from the L2), in an order where unit k's apply tiles come `lag` units after its statistics tiles. No
-# program waits on a team: an apply tile waits only for its unit's statistics, all handed out earlier, and the
-# smallest unfinished task never waits, so the grid cannot hang whatever the GPU holds at once (no residency check).
-# Aimed at v9c's bound (ncu of the team rows: DRAM at 55-64% of peak, the team's wait; ledger L0041).
-_QUEUE = False
-# elements per task, a multiple of which a unit's channel length must be (8192: 102 registers under Triton 3.9, two
-# programs an SM, and hyvae_c256_t17_256x80's channels are not a multiple of it)
-_QUEUE_BLOCK = 4096
-_QUEUE_WARPS = 8
-_QUEUE_PER_SM = 4
-_QUEUE_L2_BYTES = 24 << 20     # x of the units between a unit's statistics and its apply, itself included
+# v12 (a persistent grid taking statistics and apply tiles from a queue) was 1.5-1.9x slower than v9c at its defaults
+# (1.3-1.6x at its best knobs) on every large contiguous row on an H200
+# (docs/profile/h200/layout-sweep/478e671-queue.json, ledger L0046), and is gone.
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -619,84 +609,6 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
 
 
 @triton.jit
-def _queue_stats(x_ptr, part_ptr, stat_ptr, cnt_ptr, flag_ptr, u, r, M, N_TILES, eps, BLOCK: tl.constexpr):
-    """Statistics task: sums of x - K over tile r of unit u (K, the unit's first element) stored as its partial; the
-    last tile of the unit to finish sums the unit's partials in order, stores (mean, rstd) and raises its flag."""
-    base = u.to(tl.int64) * M
-    lanes = tl.arange(0, BLOCK)
-    pivot = tl.load(x_ptr + base).to(tl.float32)
-    v = tl.load(x_ptr + base + r * BLOCK + lanes, eviction_policy="evict_last").to(tl.float32) - pivot
-    slot = (u * N_TILES + r) * 2
-    tl.store(part_ptr + slot, tl.sum(v, axis=0))
-    tl.store(part_ptr + slot + 1, tl.sum(v * v, axis=0))
-    # Whichever threads stored the partials, the CTA barrier orders their stores before the release.
-    tl.debug_barrier()
-    if tl.atomic_add(cnt_ptr + u, 1, sem="acq_rel") == N_TILES - 1:
-        tl.debug_barrier()
-        s1 = 0.0
-        s2 = 0.0
-        for i in range(0, N_TILES, BLOCK):
-            idx = i + lanes
-            ok = idx < N_TILES
-            s1 += tl.sum(tl.load(part_ptr + (u * N_TILES + idx) * 2, mask=ok, other=0.0, cache_modifier=".cg"), 0)
-            s2 += tl.sum(tl.load(part_ptr + (u * N_TILES + idx) * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg"),
-                         0)
-        d = s1 / M
-        tl.store(stat_ptr + u * 2, pivot + d)
-        tl.store(stat_ptr + u * 2 + 1, 1.0 / tl.sqrt(tl.maximum(s2 / M - d * d, 0.0) + eps))
-        tl.debug_barrier()
-        tl.atomic_xchg(flag_ptr + u, 1, sem="release")
-
-
-@triton.jit
-def _queue_apply(x_ptr, w_ptr, b_ptr, y_ptr, stat_ptr, flag_ptr, u, i, G, CPG, M, S, BLOCK: tl.constexpr,
-                 HAS_W: tl.constexpr, HAS_B: tl.constexpr):
-    """Apply task: tile i of unit u, once the unit's statistics are up (x read again, from the L2 when the lag
-    kept it there)."""
-    seen = tl.atomic_add(flag_ptr + u, 0, sem="acquire")
-    while seen == 0:
-        seen = tl.atomic_add(flag_ptr + u, 0, sem="acquire")
-    # The acquire before every thread's loads of the statistics.
-    tl.debug_barrier()
-    mean = tl.load(stat_ptr + u * 2, cache_modifier=".cg")
-    rstd = tl.load(stat_ptr + u * 2 + 1, cache_modifier=".cg")
-    _apply_tile(x_ptr, w_ptr, b_ptr, y_ptr, u.to(tl.int64) * M, i * BLOCK, u % G, CPG, S, mean, rstd, BLOCK, HAS_W,
-                HAS_B)
-
-
-@triton.jit
-def _gn_queue_kernel(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ctl_ptr, U, G, CPG, M, S, N_TILES, LAG, eps,
-                     BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
-    """v12: every program takes task after task from ctl[0] until the queue is empty. Task t is in phase
-    p = t // (2 N_TILES): the first N_TILES tasks of a phase are the statistics tiles of unit p, the next N_TILES the
-    apply tiles of unit p - LAG (tasks past either end do nothing). ws holds the partials, then (mean, rstd) per
-    unit; ctl holds the next task, the programs finished, then per unit the statistics tiles done and a flag. The
-    last program out returns ctl to zero for the next call."""
-    lanes = tl.arange(0, BLOCK)
-    total = (U + LAG) * 2 * N_TILES
-    cnt_ptr = ctl_ptr + 2
-    flag_ptr = ctl_ptr + 2 + U
-    stat_ptr = ws_ptr + U * N_TILES * 2
-    t = tl.atomic_add(ctl_ptr, 1)
-    while t < total:
-        phase = t // (2 * N_TILES)
-        r = t - phase * (2 * N_TILES)
-        if r < N_TILES:
-            if phase < U:
-                _queue_stats(x_ptr, ws_ptr, stat_ptr, cnt_ptr, flag_ptr, phase, r, M, N_TILES, eps, BLOCK)
-        elif phase >= LAG:
-            _queue_apply(x_ptr, w_ptr, b_ptr, y_ptr, stat_ptr, flag_ptr, phase - LAG, r - N_TILES, G, CPG, M, S,
-                         BLOCK, HAS_W, HAS_B)
-        t = tl.atomic_add(ctl_ptr, 1)
-    # Every program's last take of ctl[0] comes before its arrival here, so the last to arrive may zero ctl.
-    if tl.atomic_add(ctl_ptr + 1, 1, sem="acq_rel") == tl.num_programs(0) - 1:
-        n = 2 + 2 * U
-        for i in range(0, n, BLOCK):
-            idx = i + lanes
-            tl.store(ctl_ptr + idx, tl.zeros([BLOCK], dtype=tl.int32), mask=idx < n)
-
-
-@triton.jit
 def _zero_kernel(p_ptr, N, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(p_ptr + i, tl.zeros([BLOCK], dtype=tl.int32), mask=i < N)
@@ -870,56 +782,6 @@ def _run_team(x, weight, bias, out, eps, launch):
     return out
 
 
-def queue_plan(units, group_elems, channel_elems, elem, sms):
-    """(tiles per unit, lag in units, programs) of the queue kernel, or None when it cannot take x: a task is
-    _QUEUE_BLOCK elements of one channel; the lag keeps about _QUEUE_L2_BYTES of x between a unit's statistics and
-    its apply, at least one unit and at most all of them."""
-    if channel_elems % _QUEUE_BLOCK or units < 1 or group_elems >= 2**31:
-        return None
-    lag = min(units, max(1, _QUEUE_L2_BYTES // (group_elems * elem) - 1))  # past `units` it only adds idle phases
-    return group_elems // _QUEUE_BLOCK, lag, sms * _QUEUE_PER_SM
-
-
-def queue_launch(x, weight, bias, G, qp):
-    """(launch plan, units, workspace floats) of the queue kernel for one input signature and qp = queue_plan(...)."""
-    n_tiles, lag, programs = qp
-    B, C = x.shape[0], x.shape[1]
-    units, cpg = B * G, C // G
-    S = x.numel() // (B * C)
-    dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
-          torch.float32, torch.int32)
-    plan = Plan((programs, 1, 1), dt, (units, G, cpg, cpg * S, S, n_tiles, lag),
-                (_QUEUE_BLOCK, weight is not None, bias is not None), _QUEUE_WARPS)
-    return plan, units, units * n_tiles * 2 + units * 2
-
-
-def _queue_control(device, units):
-    """The queue's control words (next task, programs finished, per unit: statistics tiles done and a flag), int32,
-    zero between calls (the kernel's last program zeroes them), per device, grown as needed. One call at a time per
-    device: a second stream running the kernel at once would share them."""
-    key = device.index if device.type == "cuda" else -1
-    buf = _controls.get(key)
-    if buf is None or buf.numel() < 2 + 2 * units:
-        buf = torch.empty(2 + 2 * max(units, 64), dtype=torch.int32, device=device)
-        _launch_zero(((buf.numel() + 1023) // 1024, 1, 1), (buf,), (buf.numel(),), (), (1024,), 4)
-        _controls[key] = buf
-    return buf
-
-
-_controls = {}
-
-
-def _run_queue(x, weight, bias, out, eps, launch):
-    """One call of the queue kernel with launch = queue_launch(...)."""
-    plan, units, n_ws = launch
-    ctl = _queue_control(x.device, units)
-    ws = torch.empty((n_ws,), dtype=torch.float32, device=x.device)
-    w_arg = weight if weight is not None else out
-    b_arg = bias if bias is not None else out
-    _launch_queue.run(plan, (x, w_arg, b_arg, out, ws, ctl), (float(eps),))
-    return out
-
-
 _limits = {}
 
 
@@ -938,9 +800,8 @@ def _team_gpu(device):
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("queue", queue_launch(...), triton plan) when _QUEUE is on,
-    ("team", team_launch(...), triton plan) or ("stream", stream_plan(...), triton plan) above, else the Triton
-    plan."""
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_launch(...), triton plan) or ("stream",
+    stream_plan(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
@@ -950,10 +811,6 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        qp = queue_plan(B * G, (C // G) * S, S, x.element_size(), sms) if _QUEUE and x.dtype in _TEAM_DTYPES \
-            and x.numel() * x.element_size() >= _TEAM_MIN_BYTES else None
-        if qp is not None:
-            return ("queue", queue_launch(x, weight, bias, G, qp), fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
         if launch is not None:
@@ -1092,8 +949,6 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":
         return _run_team(x, weight, bias, out, eps, plan[1])
-    elif plan[0] == "queue":
-        return _run_queue(x, weight, bias, out, eps, plan[1])
     elif plan[0] == "stream":
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
@@ -1123,7 +978,6 @@ _launch_apply = LaunchCache(_gn_apply_kernel)
 _launch_rows_partial = LaunchCache(_gn_rows_partial_stats_kernel)
 _launch_rows_apply = LaunchCache(_gn_rows_apply_kernel)
 _launch_team = LaunchCache(_gn_team_kernel)
-_launch_queue = LaunchCache(_gn_queue_kernel)
 _launch_zero = LaunchCache(_zero_kernel)
 
 
