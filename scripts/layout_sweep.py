@@ -59,11 +59,10 @@ def _nss_layouts():
     # timed evict-first stores: within 0.6%, knob removed); the early store of v5, with and without .cg loads
     out["res_early"] = {"_RES_OUT_LATE": False}
     out["res_early_cg"] = {"_RES_OUT_LATE": False, "_STREAM_CG": True}
-    # the residual form without a gate (cross-attention rows, one padded block by default): unpadded chunks like the
-    # gated form, residual_out stored late (v6) or early; the padded block at other warps, or two rows a program
-    chunked = {"_padded_res": lambda M, g_kind: M <= m._PADDED_RES_MAX_ROWS}
-    out["nogate_chunk_late"] = chunked
-    out["nogate_chunk_early"] = {**chunked, "_RES_OUT_LATE": False}
+    # the residual form without a gate (cross-attention rows) as v6 ran it, one padded block with the early store
+    # (v7 chunks it with the late store: 3bc0389-res.json timed that as nogate_chunk_late against this default); the
+    # padded block at other warps, or two rows a program
+    out["nogate_padded"] = {"_padded_res": lambda M, g_kind: g_kind == m._NONE or M <= m._PADDED_RES_MAX_ROWS}
 
     def padded(warps, rows):
         return lambda D, M, has_res, g_kind, sc_kind, sh_kind: (

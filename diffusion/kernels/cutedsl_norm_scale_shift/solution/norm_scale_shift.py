@@ -1,9 +1,9 @@
-"""Candidate v6 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v7 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
-lanes and registers on a 5120-wide row. Only the last chunk is masked, and only when C does not divide D. The
-residual form without a gate is the exception: there one masked power-of-two block per row measured faster.
+lanes and registers on a 5120-wide row. Only the last chunk is masked, and only when C does not divide D. Residual
+calls of at most 4096 rows are the exception: there one masked power-of-two block per row measured faster.
 
 Modulation operands (gate, weight, bias, scale, shift) are loaded where they are used, every row; shared ones hit L1.
 v3 kept shared vectors in registers across the rows of a program: 120 registers and two CTAs per SM on the Wan
@@ -20,7 +20,7 @@ Unlike upstream, r and the normalised value are not rounded to x's dtype
 before the modulation: only the stored outputs are rounded.
 
 v6: the chunked residual form stores residual_out with y, after the statistics (`_RES_OUT_LATE` says what it
-measured).
+measured). v7: the residual form without a gate takes the chunks and the late store too (`_padded_res`).
 
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
@@ -38,15 +38,21 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # x and residual are loaded through L1 (v5): with .cg (past L1) wan_t2v_crossattn_res took 772.6 us by graph_us
 # against 761.8 without, and no other row moved (graph-placement/f294e8f.json). A knob for layout_sweep.
 _STREAM_CG = False
-# v6: the chunked residual form (a gate, more than _PADDED_RES_MAX_ROWS rows) stores residual_out with y, after the
+# v6: the chunked residual form (more than _PADDED_RES_MAX_ROWS rows) stores residual_out with y, after the
 # statistics, not while the row is read. H100 graph replay (docs/profile/h100/layout-sweep/69ef63b-res-stores.json;
 # torch.compile, the best peer there, in brackets): wan_t2v_selfattn_res 532.0 -> 519.3 us (525.8),
 # wan_i2v_selfattn_res 1036.6 -> 1012.8 (1033.6), hunyuanvideo_img_res 226.3 -> 224.1 (222.1), wan_ti2v_selfattn_res
 # 224.4 -> 223.0 (238.1); the padded block (wan_t2v_crossattn_res) lost 5% with it (1024.8 -> 1080.4), so it keeps
 # the early store. Stores marked evict_first moved nothing by more than 0.6% (not kept).
 _RES_OUT_LATE = True
-# Residual calls of at most this many rows take the padded block even with a gate (v5): qwen_image_txt_norm2_res_s47
-# 2.7 us against 3.3 chunked, qwen_image_img_norm2_res_s4096 26.8 against 27.2 (graph-placement/f294e8f.json).
+# Residual calls of at most this many rows take the padded block (v5): qwen_image_txt_norm2_res_s47 2.7 us against
+# 3.3 chunked, qwen_image_img_norm2_res_s4096 26.8 against 27.2 (graph-placement/f294e8f.json). Larger ones take the
+# chunks with the late store, with or without a gate (v7): without one (the Wan and MOVA cross-attention rows) the
+# padded block with its early store had been kept since v4, because chunks with the early store lost to it (878
+# against 763 us on wan_t2v_crossattn_res); chunks with the late store beat it on the H200
+# (docs/profile/h200/layout-sweep/3bc0389-res.json, graph replay, torch.compile in brackets): wan_t2v_crossattn_res
+# 744.3 -> 734.2 us (731.8), mova_video_crossattn_res 437.2 -> 431.0 (428.6). torch.compile's kernel also stores
+# both outputs in its last pass over the row.
 _PADDED_RES_MAX_ROWS = 4096
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
@@ -349,9 +355,9 @@ def _warps(C, K):
 def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     """(C, K, rows per program, warps, PREFETCH), chosen by H200 sweeps of the production forms (graph_us below;
     scripts/layout_sweep.py, outputs in docs/profile/h200/layout-sweep/):
-    - The residual form without a gate (Wan and MOVA cross-attention) reads the row as one masked power-of-two block
-      at 32 values per thread: 763 against 878 us chunked on wan_t2v_crossattn_res (upstream 758).
-    - Everything else keeps the unpadded chunks (selfattn_res: 412 chunked, 467 padded; upstream 448).
+    - Residual calls of at most 4096 rows read the row as one masked power-of-two block at 32 values per thread
+      (_padded_res); everything else keeps the unpadded chunks (selfattn_res: 412 chunked, 467 padded; upstream
+      448), the cross-attention rows since v7 (with residual_out stored late).
     - One row per program for the residual form and for per-row modulation (selfattn_res 412 against 459 at 8 rows,
       helios 154 against 172); plain rows with shared modulation keep up to 8 rows per program (wan norm1 208-210
       either way, hunyuan img_norm 88 against 91).
@@ -370,8 +376,9 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
 
 
 def _padded_res(M, g_kind):
-    """Whether a residual call reads its rows as one masked power-of-two block (else as unpadded chunks)."""
-    return g_kind == _NONE or M <= _PADDED_RES_MAX_ROWS
+    """Whether a residual call reads its rows as one masked power-of-two block (else as unpadded chunks). g_kind
+    is kept in the signature: layout_sweep variants decide by it."""
+    return M <= _PADDED_RES_MAX_ROWS
 
 
 def _rows_per_program(M):
