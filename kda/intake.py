@@ -77,9 +77,15 @@ def intake(tar_path: Path, root: Path, labels: dict[str, str] | None = None) -> 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         with tarfile.open(tar_path) as tar:
+            files = set()
             for m in tar.getmembers():
-                if m.name.startswith("/") or ".." in Path(m.name).parts or not (m.isfile() or m.isdir()):
+                # a hard link to a file earlier in the tar is a second copy of it: tar writes one when a folder is
+                # named twice (gpu_tasks.sh did, once per profiled row, until 2026-11-26)
+                same = m.islnk() and m.linkname in files
+                if m.name.startswith("/") or ".." in Path(m.name).parts or not (m.isfile() or m.isdir() or same):
                     raise KdaError(f"{tar_path}: member {m.name!r} is not a plain path inside the repository")
+                if m.isfile():
+                    files.add(m.name)
             # the members were checked above; the "data" filter (Python 3.12, and 3.10.12+ / 3.11.4+) checks again
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(tmp, filter="data")

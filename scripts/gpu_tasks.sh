@@ -24,7 +24,12 @@ export COLUMNS=${COLUMNS:-240}
 export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 gpu=$(python3 -c "import torch; from kda.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
 keep=()
-pack() { tar -cf "$out/results.tar" "${keep[@]}" 2>/dev/null; tar -cf "$out/logs.tar" -C "$logs" . 2>/dev/null; }
+# each path once: a folder named twice (docs/profile, once per profiled row) would come back as hard links to its
+# first copy, which kda intake refuses
+pack() {
+  tar -cf "$out/results.tar" $(printf '%s\n' "${keep[@]}" | awk '!seen[$0]++') 2>/dev/null
+  tar -cf "$out/logs.tar" -C "$logs" . 2>/dev/null
+}
 for spec in "$@"; do
   task=${spec%%=*}; rows=""; [ "$spec" != "$task" ] && rows=${spec#*=}
   dir=$(python3 -c "from kda.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")

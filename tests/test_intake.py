@@ -153,3 +153,34 @@ def test_a_results_file_without_a_measurement_time_is_refused(repo):
     with pytest.raises(KdaError, match="h100.jsonl.*time_utc"):
         intake(tar, root)
     assert (root / TASK / "results" / "h100.jsonl").read_text() == old
+
+
+def _tar_with_link(tmp_path, files, link, target):
+    path = tmp_path / "results.tar"
+    with tarfile.open(path, "w") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo(link)
+        info.type, info.linkname = tarfile.LNKTYPE, target
+        tar.addfile(info)
+    return path
+
+
+def test_a_hard_link_to_a_file_earlier_in_the_tar_is_a_second_copy(repo):
+    """Old gpu_tasks.sh tars named docs/profile once per profiled row: the repeats are hard links to the first."""
+    root, travelled, _ = repo
+    prof = f"{TASK}/docs/profile/h100/r1-candidate.json"
+    tar = _tar_with_link(root, {f"{TASK}/docs/ledger.jsonl": _lines(travelled), prof: "{}\n"}, prof, prof)
+    [got] = intake(tar, root)
+    assert got.profiles == [root / prof] and (root / prof).read_text() == "{}\n"
+
+
+def test_a_hard_link_to_anything_else_is_refused(repo):
+    root, travelled, _ = repo
+    tar = _tar_with_link(root, {f"{TASK}/docs/ledger.jsonl": _lines(travelled)},
+                         f"{TASK}/docs/profile/h100/x.json", "etc/passwd")
+    with pytest.raises(KdaError, match="not a plain path"):
+        intake(tar, root)

@@ -70,3 +70,16 @@ def test_a_broken_static_rule_stops_the_bench_and_its_profiles(tmp_path):
 def test_single_step_modes(tmp_path, mode, expected):
     steps, _, _ = _run(tmp_path, [mode, "rotary_embedding"])
     assert steps == expected
+
+
+def test_results_tar_holds_each_kept_path_once(tmp_path):
+    """docs/profile is kept once per profiled row; named twice, tar would store the second copy as hard links, which
+    kda intake then had to refuse (2026-11-26)."""
+    import tarfile
+
+    _, _, out = _run(tmp_path, ["--profile-only", "group_norm_silu=@large"])
+    with tarfile.open(out / "results.tar") as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert any("/docs/profile/" in n for n in names)
+    assert not [m.name for m in members if m.islnk()] and len(names) == len(set(names))
