@@ -53,7 +53,8 @@ def repo(tmp_path):
     return tmp_path, travelled, old
 
 
-def _tar(tmp_path, files):
+def _tar(tmp_path, files, link=None):
+    """A results.tar of `files` (name -> text), then, if given, link = (name, target) as a hard-link member."""
     path = tmp_path / "results.tar"
     with tarfile.open(path, "w") as tar:
         for name, text in files.items():
@@ -61,6 +62,10 @@ def _tar(tmp_path, files):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link[0])
+            info.type, info.linkname = tarfile.LNKTYPE, link[1]
+            tar.addfile(info)
     return path
 
 
@@ -155,32 +160,18 @@ def test_a_results_file_without_a_measurement_time_is_refused(repo):
     assert (root / TASK / "results" / "h100.jsonl").read_text() == old
 
 
-def _tar_with_link(tmp_path, files, link, target):
-    path = tmp_path / "results.tar"
-    with tarfile.open(path, "w") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        info = tarfile.TarInfo(link)
-        info.type, info.linkname = tarfile.LNKTYPE, target
-        tar.addfile(info)
-    return path
-
-
 def test_a_hard_link_to_a_file_earlier_in_the_tar_is_a_second_copy(repo):
     """Old gpu_tasks.sh tars named docs/profile once per profiled row: the repeats are hard links to the first."""
     root, travelled, _ = repo
     prof = f"{TASK}/docs/profile/h100/r1-candidate.json"
-    tar = _tar_with_link(root, {f"{TASK}/docs/ledger.jsonl": _lines(travelled), prof: "{}\n"}, prof, prof)
+    tar = _tar(root, {f"{TASK}/docs/ledger.jsonl": _lines(travelled), prof: "{}\n"}, (prof, prof))
     [got] = intake(tar, root)
     assert got.profiles == [root / prof] and (root / prof).read_text() == "{}\n"
 
 
 def test_a_hard_link_to_anything_else_is_refused(repo):
     root, travelled, _ = repo
-    tar = _tar_with_link(root, {f"{TASK}/docs/ledger.jsonl": _lines(travelled)},
-                         f"{TASK}/docs/profile/h100/x.json", "etc/passwd")
+    tar = _tar(root, {f"{TASK}/docs/ledger.jsonl": _lines(travelled)},
+               (f"{TASK}/docs/profile/h100/x.json", "etc/passwd"))
     with pytest.raises(KdaError, match="not a plain path"):
         intake(tar, root)
