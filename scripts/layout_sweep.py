@@ -59,10 +59,11 @@ def _nss_layouts():
     # timed evict-first stores: within 0.6%, knob removed); the early store of v5, with and without .cg loads
     out["res_early"] = {"_RES_OUT_LATE": False}
     out["res_early_cg"] = {"_RES_OUT_LATE": False, "_STREAM_CG": True}
-    # the residual form without a gate (cross-attention rows) as v6 ran it, one padded block with the early store
-    # (v7 chunks it with the late store: 3bc0389-res.json timed that as nogate_chunk_late against this default); the
-    # padded block at other warps, or two rows a program
-    out["nogate_padded"] = {"_padded_res": lambda M, g_kind: g_kind == m._NONE or M <= m._PADDED_RES_MAX_ROWS}
+    # the residual form without a gate (cross-attention rows) as v6 ran it, one padded block with the early store,
+    # and as v7 ran it, unpadded chunks with the late store (v7b: chunks only where the block pads D by more than a
+    # third; 3bc0389-res.json timed v7's as nogate_chunk_late); the padded block at other warps, or two rows a program
+    out["nogate_padded"] = {"_padded_res": lambda M, g_kind, D: g_kind == m._NONE or M <= m._PADDED_RES_MAX_ROWS}
+    out["nogate_chunked"] = {"_padded_res": lambda M, g_kind, D: M <= m._PADDED_RES_MAX_ROWS}
 
     def padded(warps, rows):
         return lambda D, M, has_res, g_kind, sc_kind, sh_kind: (

@@ -1,9 +1,10 @@
-"""Candidate v7 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v7b for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
 lanes and registers on a 5120-wide row. Only the last chunk is masked, and only when C does not divide D. Residual
-calls of at most 4096 rows are the exception: there one masked power-of-two block per row measured faster.
+calls of at most 4096 rows, and gate-less residual calls whose block pads D by at most a third, are the exception:
+there one masked power-of-two block per row measured faster.
 
 Modulation operands (gate, weight, bias, scale, shift) are loaded where they are used, every row; shared ones hit L1.
 v3 kept shared vectors in registers across the rows of a program: 120 registers and two CTAs per SM on the Wan
@@ -20,7 +21,8 @@ Unlike upstream, r and the normalised value are not rounded to x's dtype
 before the modulation: only the stored outputs are rounded.
 
 v6: the chunked residual form stores residual_out with y, after the statistics (`_RES_OUT_LATE` says what it
-measured). v7: the residual form without a gate takes the chunks and the late store too (`_padded_res`).
+measured). v7: the residual form without a gate takes the chunks and the late store too where the padded block
+would pad D by more than a third (D = 5120; `_padded_res`).
 
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
@@ -47,12 +49,15 @@ _STREAM_CG = False
 _RES_OUT_LATE = True
 # Residual calls of at most this many rows take the padded block (v5): qwen_image_txt_norm2_res_s47 2.7 us against
 # 3.3 chunked, qwen_image_img_norm2_res_s4096 26.8 against 27.2 (graph-placement/f294e8f.json). Larger ones take the
-# chunks with the late store, with or without a gate (v7): without one (the Wan and MOVA cross-attention rows) the
+# chunks with the late store, with a gate, and without one where the block would pad D by more than a third (v7,
+# D = 5120: the Wan and MOVA cross-attention rows; 3072 -> 4096 pads by a third). Without a gate the
 # padded block with its early store had been kept since v4, because chunks with the early store lost to it (878
 # against 763 us on wan_t2v_crossattn_res); chunks with the late store beat it on the H200
 # (docs/profile/h200/layout-sweep/3bc0389-res.json, graph replay, torch.compile in brackets): wan_t2v_crossattn_res
 # 744.3 -> 734.2 us (731.8), mova_video_crossattn_res 437.2 -> 431.0 (428.6). torch.compile's kernel also stores
-# both outputs in its last pass over the row.
+# both outputs in its last pass over the row. On D = 3072 (wan_ti2v_crossattn_res, per-row fp32 scale and shift) v7
+# moved the row the other way, 1.004 -> 0.997 of upstream by device_us (H200 benches at 478e671 and a0d6227; the
+# a0d6227 sweep had the padded block 0.25% ahead), so v7b keeps v6's padded block with the early store there.
 _PADDED_RES_MAX_ROWS = 4096
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
@@ -356,15 +361,16 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     """(C, K, rows per program, warps, PREFETCH), chosen by H200 sweeps of the production forms (graph_us below;
     scripts/layout_sweep.py, outputs in docs/profile/h200/layout-sweep/):
     - Residual calls of at most 4096 rows read the row as one masked power-of-two block at 32 values per thread
-      (_padded_res); everything else keeps the unpadded chunks (selfattn_res: 412 chunked, 467 padded; upstream
-      448), the cross-attention rows since v7 (with residual_out stored late).
+      (_padded_res), and so do gate-less residual rows whose block pads D by at most a third; everything else keeps
+      the unpadded chunks (selfattn_res: 412 chunked, 467 padded; upstream 448), the D = 5120 cross-attention rows
+      since v7 (with residual_out stored late).
     - One row per program for the residual form and for per-row modulation (selfattn_res 412 against 459 at 8 rows,
       helios 154 against 172); plain rows with shared modulation keep up to 8 rows per program (wan norm1 208-210
       either way, hunyuan img_norm 88 against 91).
     - A per-row scale/shift is loaded with the row's inputs (PREFETCH): helios 154 against 156.
     No shared vector is kept in registers across rows any more (v3 did: 120 registers, 2 CTAs per SM on
     selfattn_res); the loads hit L1."""
-    if has_res and _padded_res(M, g_kind):
+    if has_res and _padded_res(M, g_kind, D):
         C, K = 1 << (D - 1).bit_length(), 1
         warps = max(1, min(16, C // 1024))
     else:
@@ -375,10 +381,9 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     return C, K, rows, warps, _PER_ROW in (sc_kind, sh_kind)
 
 
-def _padded_res(M, g_kind):
-    """Whether a residual call reads its rows as one masked power-of-two block (else as unpadded chunks). g_kind
-    is kept in the signature: layout_sweep variants decide by it."""
-    return M <= _PADDED_RES_MAX_ROWS
+def _padded_res(M, g_kind, D):
+    """Whether a residual call reads its rows as one masked power-of-two block (else as unpadded chunks)."""
+    return M <= _PADDED_RES_MAX_ROWS or (g_kind == _NONE and 3 * (1 << (D - 1).bit_length()) <= 4 * D)
 
 
 def _rows_per_program(M):
@@ -461,7 +466,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
     # fp32 rows are judged at 1e-5: they take the two-pass statistics with fp64 sums.
     precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
     C, K, rows, warps, prefetch = _layout(D, M, has_res, g[3], sc[3], sh[3])
-    late = _RES_OUT_LATE and has_res and not _padded_res(M, g[3])
+    late = _RES_OUT_LATE and has_res and not _padded_res(M, g[3], D)
     tensors = (out, residual_out if has_res else x, x, residual if has_res else x,
                gate if g[3] else x, weight if has_w else x, bias if has_b else x, scale, shift)
     return Plan(
