@@ -55,7 +55,6 @@ def _nss_layouts():
                     out[name] = {"_layout": layout(padded, wide, rows1, pf)}
                     out[name + "_nocg"] = {"_layout": layout(padded, wide, rows1, pf), "_STREAM_CG": False}
     out["no_cg"] = {"_STREAM_CG": False}
-    out["evict_first"] = {"_STREAM_CG": 2}
     # v6 stores the chunked residual form's residual_out after the statistics (69ef63b-res-stores.json, which also
     # timed evict-first stores: within 0.6%, knob removed); the early store of v5, with and without .cg loads
     out["res_early"] = {"_RES_OUT_LATE": False}

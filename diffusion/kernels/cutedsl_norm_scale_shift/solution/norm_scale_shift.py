@@ -38,8 +38,7 @@ from kda.lean_launch import LaunchCache, Plan, cdiv
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # x and residual are loaded through L1 (v5): with .cg (past L1) wan_t2v_crossattn_res took 772.6 us by graph_us
-# against 761.8 without, and no other row moved (graph-placement/f294e8f.json). A knob for layout_sweep: False (or 0)
-# plain loads, True (1) .cg, 2 an evict-first L2 hint, as torch.compile's last pass over a row marks its loads.
+# against 761.8 without, and no other row moved (graph-placement/f294e8f.json). A knob for layout_sweep.
 _STREAM_CG = False
 # v6: the chunked residual form (more than _PADDED_RES_MAX_ROWS rows) stores residual_out with y, after the
 # statistics, not while the row is read. H100 graph replay (docs/profile/h100/layout-sweep/69ef63b-res-stores.json;
@@ -69,17 +68,13 @@ _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
 def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
     cols = j * C + tl.arange(0, C)
     if MASKED:
-        if STREAM == 1:
+        if STREAM:
             v = tl.load(ptr + cols, mask=cols < D, other=0.0, cache_modifier=".cg")
-        elif STREAM == 2:
-            v = tl.load(ptr + cols, mask=cols < D, other=0.0, eviction_policy="evict_first")
         else:
             v = tl.load(ptr + cols, mask=cols < D, other=0.0)
     else:
-        if STREAM == 1:
+        if STREAM:
             v = tl.load(ptr + cols, cache_modifier=".cg")
-        elif STREAM == 2:
-            v = tl.load(ptr + cols, eviction_policy="evict_first")
         else:
             v = tl.load(ptr + cols)
     return v.to(tl.float32)
