@@ -146,3 +146,13 @@ def test_team_kernel_compiles_for_hopper_with_its_programs_per_sm_resident():
     assert use["local"] == 0  # no spills
     per_sm, _ = occupancy(use["registers"], use["shared"], IMPL._TEAM_WARPS)
     assert per_sm >= IMPL._TEAM_PER_SM, use
+
+
+@pytest.mark.parametrize("name, takes_team", [("NVIDIA H100 80GB HBM3", True), ("NVIDIA H100 PCIe", True),
+                                              ("NVIDIA H200", False), ("NVIDIA B200", False)])
+def test_team_kernel_runs_only_on_the_gpus_it_was_measured_faster_on(monkeypatch, name, takes_team):
+    """v9d: on an H200 the stream/split path beat the team kernel on five of the six large rows (ledger L0047)."""
+    import types
+
+    monkeypatch.setattr(IMPL.torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name=name))
+    assert IMPL._team_gpu("cuda:0") is takes_team
