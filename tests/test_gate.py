@@ -294,5 +294,5 @@ def test_the_noise_floor_carries_the_protocol_of_its_aa_file():
             nf = noise_floor(Task.load(task_dir.name), slug)
             assert nf["file"] == path.name and nf["device_us_start"] == provenance.device_us_start(first), path
             seen.add(nf["device_us_start"])
-    # the committed A/A files span both protocols (H100 files are lead-call; older H200 files idle-GPU)
-    assert "lead call" in seen
+    # the committed A/A files span both protocols (lead-call files name it; older idle-GPU files fall back by commit)
+    assert seen == {"lead call", "idle GPU"}

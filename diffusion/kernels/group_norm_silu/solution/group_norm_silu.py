@@ -108,8 +108,8 @@ _TEAM = True
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
 # GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
 # them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
-# the bench (docs/profile/h200/layout-sweep/478e671-team.json, ledger L0047): with HBM3e the team's wait at every unit costs
-# more of each unit's shorter DRAM time.
+# the bench (docs/profile/h200/layout-sweep/478e671-team.json, ledger L0047): with HBM3e the team's wait at every
+# unit costs more of each unit's shorter DRAM time.
 _TEAM_GPUS = ("H100",)
 # H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path, on
 # the large rows: one team (one unit of 17.8 MB on c256_t17_256x256, or a 10 MB budget) 13-87% slower; two 8%
@@ -795,6 +795,7 @@ def _device_limits(device):
 
 
 def _team_gpu(device):
+    """Whether the device is one the team kernel was measured faster on (_TEAM_GPUS)."""
     return any(k in torch.cuda.get_device_properties(device).name for k in _TEAM_GPUS)
 
 
