@@ -194,7 +194,14 @@ def _group_norm_layouts():
     out["no_pipe"] = {"_PIPE": False}
     out["pipe"] = on
     out.update({f"pipe_c{v >> 20}m": {**on, "_PIPE_CHUNK_BYTES": v} for v in (8 << 20, 24 << 20, 32 << 20)})
-    out["pipe_blocked"] = {**on, "_PIPE_INTERLEAVE": False}
+    out["pipe_blocked"] = {**on, "_PIPE_ORDER": 1}
+    # programmatic dependent launch between a call's launches, statistics programs first (they need not wait)
+    pdl = {**on, "_PIPE_PDL": True, "_PIPE_ORDER": 2}
+    out["pipe_pdl"] = pdl
+    out.update({f"pipe_pdl_c{v >> 20}m": {**pdl, "_PIPE_CHUNK_BYTES": v} for v in (8 << 20, 24 << 20, 32 << 20)})
+    out["pipe_pdl_inter"] = {**pdl, "_PIPE_ORDER": 0}
+    out["pipe_pdl_t4096_i1_st4_w4"] = {**pdl, "_PIPE_LAYOUT": (4096, 1, 4, 4)}
+    out["pipe_pdl_t8192_i2_st8_w8"] = {**pdl, "_PIPE_LAYOUT": (8192, 2, 8, 8)}
     out["pipe_nohint"] = {**on, "_PIPE_EVICT": False}
     for lay in ((4096, 1, 4, 4), (2048, 2, 2, 4), (4096, 2, 4, 8), (4096, 4, 8, 4), (8192, 2, 8, 8)):
         out["pipe_t{}_i{}_st{}_w{}".format(*lay)] = {**on, "_PIPE_LAYOUT": lay}

@@ -60,6 +60,11 @@ import triton.language as tl
 from kda.cuda_ext import CudaExtension
 from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
+try:  # Triton's grid dependency control (programmatic dependent launch), for v13's _PIPE_PDL
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
+
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
                      ("binding.cpp", "gn_resident.cu", "gn_stream.cu"), ("gn_resident.h", "gn_common.cuh"))
@@ -148,7 +153,11 @@ _PIPE_DTYPES = (torch.float16, torch.bfloat16)
 _PIPE_MIN_BYTES = 128 << 20
 _PIPE_CHUNK_BYTES = 16 << 20   # x of one chunk: the L2 holds the chunk being applied and the one being read
 _PIPE_LAYOUT = (4096, 2, 4, 4)  # apply elements per tile, apply tiles per program, statistics tiles per program, warps
-_PIPE_INTERLEAVE = True         # apply and statistics programs alternate in block order (else all apply first)
+_PIPE_ORDER = 0                 # block order: 0 apply and statistics programs alternate, 1 apply first, 2 statistics first
+# Programmatic dependent launch between the launches of one call (the first waits for the stream as usual): launch
+# j + 1's statistics programs start on the SMs launch j's last programs leave idle, its apply programs wait for
+# launch j (griddepcontrol.wait) before they read its statistics.
+_PIPE_PDL = False
 _PIPE_EVICT = True              # the apply's x (last use) and y loaded and stored evict_first
 _PIPE_GPUS = ("H200",)          # GPUs (a substring of the device name) where the pipeline is taken
 
@@ -700,23 +709,34 @@ def _pipe_apply(x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, u, t, G, CPG, L, S,
 def _gn_pipe_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, stats_ptr,
                     G, CPG, L, S, NT, ua0, n_apply, us0, n_stats, eps,
                     BLOCK: tl.constexpr, ITERS: tl.constexpr, ST_TILES: tl.constexpr, WIDE: tl.constexpr,
-                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, INTERLEAVE: tl.constexpr, EVICT: tl.constexpr):
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, ORDER: tl.constexpr, EVICT: tl.constexpr,
+                    PDL: tl.constexpr):
     """v13, one launch of the pipeline over units of L contiguous elements (one batch's group of CPG channels of S):
     n_apply apply tiles of units ua0, ua0 + 1, ... (their statistics were finished by an earlier launch) and n_stats
-    statistics tiles of units us0, ..., NT tiles a unit. INTERLEAVE: the two kinds alternate in block order while
-    both last, so the launch reads and writes DRAM together throughout; else the apply tiles come first."""
+    statistics tiles of units us0, ..., NT tiles a unit. ORDER 0: the two kinds alternate in block order while both
+    last, so the launch reads and writes DRAM together throughout; 1: the apply tiles first; 2: the statistics
+    tiles first. PDL: the launch came with programmatic dependent launch; an apply program waits for the launch
+    before (whose statistics it reads) and then lets the next launch start; a statistics program reads only x and
+    lets it start at once."""
     pid = tl.program_id(0)
     both = tl.minimum(n_apply, n_stats)
-    if INTERLEAVE:
+    if ORDER == 0:
         if pid < 2 * both:
             is_apply = pid % 2 == 0
             idx = pid // 2
         else:
             is_apply = n_apply > n_stats
             idx = pid - both
-    else:
+    elif ORDER == 1:
         is_apply = pid < n_apply
         idx = tl.where(is_apply, pid, pid - n_apply)
+    else:
+        is_apply = pid >= n_stats
+        idx = tl.where(is_apply, pid - n_stats, pid)
+    if PDL:
+        if is_apply:
+            gdc_wait()
+        gdc_launch_dependents()
     if is_apply:
         _pipe_apply(x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, ua0 + idx // NT, idx % NT, G, CPG, L, S,
                     BLOCK, ITERS, WIDE, HAS_W, HAS_B, EVICT)
@@ -856,9 +876,9 @@ def pipe_launch(x, weight, bias, G, pp):
           f32, i32, f32)
     wide = x.numel() >= 2**31 - 1
     plans = [Plan((grid, 1, 1), dt, (G, cpg, cpg * S, S, nt, ua0, na, us0, ns),
-                  (block, iters, st_tiles, wide, weight is not None, bias is not None, _PIPE_INTERLEAVE, _PIPE_EVICT),
-                  warps)
-             for grid, ua0, na, us0, ns in launches]
+                  (block, iters, st_tiles, wide, weight is not None, bias is not None, _PIPE_ORDER, _PIPE_EVICT,
+                   _PIPE_PDL and j > 0), warps, (("launch_pdl", True),) if _PIPE_PDL and j > 0 else ())
+             for j, (grid, ua0, na, us0, ns) in enumerate(launches)]
     return plans, units, nt
 
 
