@@ -188,23 +188,7 @@ def _group_norm_layouts():
     # v10 (each member read the team's next unit before waiting on the current one; 62ff4ed-team-overlap.json) and
     # v11 (two or four tiles loaded per loop step; 2878936-team-unroll.json) are gone with their knobs
     # v12 (the queue kernel; docs/profile/h200/layout-sweep/478e671-queue.json) is gone with its knobs
-    # v13: the pipeline of launches for contiguous 16-bit x of 128 MB and more, off (v9d's path) and on any GPU,
-    # and around its defaults (x of a chunk, block order, streaming hints, tile layout and warps)
-    on = {"_PIPE": True, "_PIPE_GPUS": ("",)}
-    out["no_pipe"] = {"_PIPE": False}
-    out["pipe"] = on
-    out.update({f"pipe_c{v >> 20}m": {**on, "_PIPE_CHUNK_BYTES": v} for v in (8 << 20, 24 << 20, 32 << 20)})
-    out["pipe_blocked"] = {**on, "_PIPE_ORDER": 1}
-    # programmatic dependent launch between a call's launches, statistics programs first (they need not wait)
-    pdl = {**on, "_PIPE_PDL": True, "_PIPE_ORDER": 2}
-    out["pipe_pdl"] = pdl
-    out.update({f"pipe_pdl_c{v >> 20}m": {**pdl, "_PIPE_CHUNK_BYTES": v} for v in (8 << 20, 24 << 20, 32 << 20)})
-    out["pipe_pdl_inter"] = {**pdl, "_PIPE_ORDER": 0}
-    out["pipe_pdl_t4096_i1_st4_w4"] = {**pdl, "_PIPE_LAYOUT": (4096, 1, 4, 4)}
-    out["pipe_pdl_t8192_i2_st8_w8"] = {**pdl, "_PIPE_LAYOUT": (8192, 2, 8, 8)}
-    out["pipe_nohint"] = {**on, "_PIPE_EVICT": False}
-    for lay in ((4096, 1, 4, 4), (2048, 2, 2, 4), (4096, 2, 4, 8), (4096, 4, 8, 4), (8192, 2, 8, 8)):
-        out["pipe_t{}_i{}_st{}_w{}".format(*lay)] = {**on, "_PIPE_LAYOUT": lay}
+    # v13 (the pipeline of launches; 357b32e-pipe.json, c87f101-pipe-pdl.json) is gone with its knobs
     return m, out
 
 

@@ -48,6 +48,9 @@ Design:
   is gone (ledger L0039); so is v11, more tiles loaded per loop step (L0040).
 - v12 (a persistent grid taking statistics and apply tiles from a queue) was 1.5-1.9x slower than v9c at its
   defaults (1.3-1.6x at its best knobs) on every large contiguous row on an H200, and is gone (ledger L0046).
+- v13 (a pipeline of launches over chunks of units, each launch applying one chunk from the L2 while reading the
+  next one's statistics; with programmatic dependent launch or without) was 10-38% slower than the split path on
+  every large contiguous row on an H200, and is gone (ledger L0049).
 
 """
 import math
@@ -59,11 +62,6 @@ import triton.language as tl
 
 from kda.cuda_ext import CudaExtension
 from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
-
-try:  # Triton's grid dependency control (programmatic dependent launch), for v13's _PIPE_PDL
-    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
-except ImportError:
-    gdc_launch_dependents = gdc_wait = None
 
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
@@ -140,26 +138,11 @@ _TEAM_PER_SM = 4
 # v12 (a persistent grid taking statistics and apply tiles from a queue) was 1.5-1.9x slower than v9c at its defaults
 # (1.3-1.6x at its best knobs) on every large contiguous row on an H200
 # (docs/profile/h200/layout-sweep/478e671-queue.json, ledger L0046), and is gone.
-
-# v13: contiguous 16-bit x of _PIPE_MIN_BYTES and more as a pipeline of launches over chunks of units (batch, group):
-# launch j applies chunk j - 1 and reads chunk j's statistics, its programs of both kinds interleaved, so DRAM
-# streams chunk j in while chunk j - 1, read by the launch before, is re-read from the L2 and written out. The launch
-# boundary is the barrier between a unit's statistics and its apply: no program waits for another (v9's team wait
-# needs every program resident and cost the H200 more than it saved, L0047), at the price of one launch per chunk.
-# A unit's statistics end in the program that stores its last partial (an arrival counter), which writes the unit's
-# (mean, rstd) for the next launch's apply programs.
-_PIPE = True
-_PIPE_DTYPES = (torch.float16, torch.bfloat16)
-_PIPE_MIN_BYTES = 128 << 20
-_PIPE_CHUNK_BYTES = 16 << 20   # x of one chunk: the L2 holds the chunk being applied and the one being read
-_PIPE_LAYOUT = (4096, 2, 4, 4)  # apply elements per tile, apply tiles per program, statistics tiles per program, warps
-_PIPE_ORDER = 0                 # block order: 0 apply and statistics programs alternate, 1 apply first, 2 statistics first
-# Programmatic dependent launch between the launches of one call (the first waits for the stream as usual): launch
-# j + 1's statistics programs start on the SMs launch j's last programs leave idle, its apply programs wait for
-# launch j (griddepcontrol.wait) before they read its statistics.
-_PIPE_PDL = False
-_PIPE_EVICT = True              # the apply's x (last use) and y loaded and stored evict_first
-_PIPE_GPUS = ("H200",)          # GPUs (a substring of the device name) where the pipeline is taken
+# v13 (a pipeline of launches over chunks of units, the launch boundary as the barrier between a unit's statistics
+# and its apply) lost to the split path on every large contiguous row on an H200, by 10-18% with programmatic
+# dependent launch between the launches and by 23-38% without (docs/profile/h200/layout-sweep/357b32e-pipe.json,
+# c87f101-pipe-pdl.json, ledger L0049): chunks small enough for two to stay in the L2 make launches too short to
+# stream. It is gone.
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -634,118 +617,6 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
 
 
 @triton.jit
-def _pipe_stats(x_ptr, part_ptr, cnt_ptr, stats_ptr, u, t, L, NT, eps,
-                SPAN: tl.constexpr, ST_BLOCK: tl.constexpr, WIDE: tl.constexpr):
-    """Statistics tile t of unit u: sums of x - K over SPAN elements (K, the unit's first element) stored as the
-    tile's partial; the program that stores a unit's last partial merges them into the unit's (mean, rstd) and
-    returns the unit's counter to zero."""
-    if WIDE:
-        base = u.to(tl.int64) * L
-    else:
-        base = u * L
-    lanes = tl.arange(0, ST_BLOCK)
-    pivot = tl.load(x_ptr + base).to(tl.float32)
-    acc = tl.zeros([ST_BLOCK], dtype=tl.float32)
-    acc2 = tl.zeros([ST_BLOCK], dtype=tl.float32)
-    lo = t * SPAN
-    for i in range(lo, tl.minimum(lo + SPAN, L), ST_BLOCK):
-        v = tl.load(x_ptr + base + i + lanes).to(tl.float32) - pivot
-        acc += v
-        acc2 += v * v
-    slot = (u * NT + t) * 2
-    tl.store(part_ptr + slot, tl.sum(acc, axis=0))
-    tl.store(part_ptr + slot + 1, tl.sum(acc2, axis=0))
-    # Whichever threads stored the partial, the CTA barrier orders their stores before the release.
-    tl.debug_barrier()
-    if tl.atomic_add(cnt_ptr + u, 1, sem="acq_rel") == NT - 1:
-        tl.debug_barrier()
-        s1 = tl.zeros([ST_BLOCK], dtype=tl.float32)
-        s2 = tl.zeros([ST_BLOCK], dtype=tl.float32)
-        for p0 in range(0, NT, ST_BLOCK):
-            p = p0 + lanes
-            s1 += tl.load(part_ptr + (u * NT + p) * 2, mask=p < NT, other=0.0, cache_modifier=".cg")
-            s2 += tl.load(part_ptr + (u * NT + p) * 2 + 1, mask=p < NT, other=0.0, cache_modifier=".cg")
-        d = tl.sum(s1, axis=0) / L
-        tl.store(stats_ptr + u * 2, pivot + d)
-        tl.store(stats_ptr + u * 2 + 1, 1.0 / tl.sqrt(tl.maximum(tl.sum(s2, axis=0) / L - d * d, 0.0) + eps))
-        tl.atomic_xchg(cnt_ptr + u, 0)
-
-
-@triton.jit
-def _pipe_apply(x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, u, t, G, CPG, L, S,
-                BLOCK: tl.constexpr, ITERS: tl.constexpr, WIDE: tl.constexpr, HAS_W: tl.constexpr,
-                HAS_B: tl.constexpr, EVICT: tl.constexpr):
-    """Apply tile t of unit u (ITERS runs of BLOCK elements, each inside one channel: S is a multiple of BLOCK)."""
-    if WIDE:
-        base = u.to(tl.int64) * L
-    else:
-        base = u * L
-    mean = tl.load(stats_ptr + u * 2)
-    rstd = tl.load(stats_ptr + u * 2 + 1)
-    lanes = tl.arange(0, BLOCK)
-    lo = t * (BLOCK * ITERS)
-    for i in range(lo, tl.minimum(lo + BLOCK * ITERS, L), BLOCK):
-        c = (u % G) * CPG + i // S
-        w = 1.0
-        b = 0.0
-        if HAS_W:
-            w = tl.load(w_ptr + c).to(tl.float32)
-        if HAS_B:
-            b = tl.load(b_ptr + c).to(tl.float32)
-        if EVICT:
-            v = tl.load(x_ptr + base + i + lanes, eviction_policy="evict_first").to(tl.float32)
-        else:
-            v = tl.load(x_ptr + base + i + lanes).to(tl.float32)
-        y = _norm_silu(v, mean, rstd, w, b, HAS_W, HAS_B).to(y_ptr.dtype.element_ty)
-        if EVICT:
-            tl.store(y_ptr + base + i + lanes, y, eviction_policy="evict_first")
-        else:
-            tl.store(y_ptr + base + i + lanes, y)
-
-
-# The unit offsets and counts change from launch to launch: specialising on them (== 1, divisible by 16) would
-# compile the same kernel several times over.
-@triton.jit(do_not_specialize=["ua0", "n_apply", "us0", "n_stats"])
-def _gn_pipe_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, stats_ptr,
-                    G, CPG, L, S, NT, ua0, n_apply, us0, n_stats, eps,
-                    BLOCK: tl.constexpr, ITERS: tl.constexpr, ST_TILES: tl.constexpr, WIDE: tl.constexpr,
-                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, ORDER: tl.constexpr, EVICT: tl.constexpr,
-                    PDL: tl.constexpr):
-    """v13, one launch of the pipeline over units of L contiguous elements (one batch's group of CPG channels of S):
-    n_apply apply tiles of units ua0, ua0 + 1, ... (their statistics were finished by an earlier launch) and n_stats
-    statistics tiles of units us0, ..., NT tiles a unit. ORDER 0: the two kinds alternate in block order while both
-    last, so the launch reads and writes DRAM together throughout; 1: the apply tiles first; 2: the statistics
-    tiles first. PDL: the launch came with programmatic dependent launch; an apply program waits for the launch
-    before (whose statistics it reads) and then lets the next launch start; a statistics program reads only x and
-    lets it start at once."""
-    pid = tl.program_id(0)
-    both = tl.minimum(n_apply, n_stats)
-    if ORDER == 0:
-        if pid < 2 * both:
-            is_apply = pid % 2 == 0
-            idx = pid // 2
-        else:
-            is_apply = n_apply > n_stats
-            idx = pid - both
-    elif ORDER == 1:
-        is_apply = pid < n_apply
-        idx = tl.where(is_apply, pid, pid - n_apply)
-    else:
-        is_apply = pid >= n_stats
-        idx = tl.where(is_apply, pid - n_stats, pid)
-    if PDL:
-        if is_apply:
-            gdc_wait()
-        gdc_launch_dependents()
-    if is_apply:
-        _pipe_apply(x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, ua0 + idx // NT, idx % NT, G, CPG, L, S,
-                    BLOCK, ITERS, WIDE, HAS_W, HAS_B, EVICT)
-    else:
-        _pipe_stats(x_ptr, part_ptr, cnt_ptr, stats_ptr, us0 + idx // NT, idx % NT, L, NT, eps,
-                    BLOCK * ITERS, BLOCK * ITERS // ST_TILES, WIDE)
-
-
-@triton.jit
 def _zero_kernel(p_ptr, N, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(p_ptr + i, tl.zeros([BLOCK], dtype=tl.int32), mask=i < N)
@@ -845,62 +716,6 @@ def team_plan(units, group_elems, channel_elems, elem, programs):
     return team, teams, cdiv(tiles, team) * _TEAM_BLOCK
 
 
-def pipe_plan(units, group_elems, channel_elems, elem):
-    """(tiles per unit, [(grid, unit of the first apply tile, apply tiles, unit of the first statistics tile,
-    statistics tiles)] one per launch) of the v13 pipeline, or None when it cannot take x: chunks of as many units
-    as fit _PIPE_CHUNK_BYTES (at least one), launch j applying chunk j - 1 and reading chunk j."""
-    block, iters, st_tiles, _ = _PIPE_LAYOUT
-    span = block * iters
-    if channel_elems % block or span % st_tiles or units < 1 or group_elems >= 2**31:
-        return None
-    nt = cdiv(group_elems, span)
-    per = max(1, _PIPE_CHUNK_BYTES // (group_elems * elem))
-    chunks = [(u0, min(per, units - u0)) for u0 in range(0, units, per)]
-    launches = []
-    for j in range(len(chunks) + 1):
-        ua0, na = chunks[j - 1] if j > 0 else (0, 0)
-        us0, ns = chunks[j] if j < len(chunks) else (0, 0)
-        launches.append(((na + ns) * nt, ua0, na * nt, us0, ns * nt))
-    return nt, launches
-
-
-def pipe_launch(x, weight, bias, G, pp):
-    """(launch plans, units, tiles per unit) of the pipeline for one input signature and pp = pipe_plan(...)."""
-    nt, launches = pp
-    B, C = x.shape[0], x.shape[1]
-    units, cpg = B * G, C // G
-    S = x.numel() // (B * C)
-    block, iters, st_tiles, warps = _PIPE_LAYOUT
-    f32, i32 = torch.float32, torch.int32
-    dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
-          f32, i32, f32)
-    wide = x.numel() >= 2**31 - 1
-    plans = [Plan((grid, 1, 1), dt, (G, cpg, cpg * S, S, nt, ua0, na, us0, ns),
-                  (block, iters, st_tiles, wide, weight is not None, bias is not None, _PIPE_ORDER, _PIPE_EVICT,
-                   _PIPE_PDL and j > 0), warps, (("launch_pdl", True),) if _PIPE_PDL and j > 0 else ())
-             for j, (grid, ua0, na, us0, ns) in enumerate(launches)]
-    return plans, units, nt
-
-
-def _run_pipe(x, weight, bias, out, eps, launch):
-    """One call of the pipeline with launch = pipe_launch(...): one workspace for the partials and the units'
-    (mean, rstd), the arrival counters shared with the team kernel (both leave them at zero)."""
-    plans, units, nt = launch
-    cnt, _ = _team_counters(x.device, units)
-    ws = torch.empty((2 * units * nt + 2 * units,), dtype=torch.float32, device=x.device)
-    part, stats = ws[:2 * units * nt], ws[2 * units * nt:]
-    w_arg = weight if weight is not None else out
-    b_arg = bias if bias is not None else out
-    for plan in plans:
-        _launch_pipe.run(plan, (x, w_arg, b_arg, out, part, cnt, stats), (float(eps),))
-    return out
-
-
-def _pipe_gpu(device):
-    """Whether the device is one the pipeline was measured faster on (_PIPE_GPUS)."""
-    return any(k in torch.cuda.get_device_properties(device).name for k in _PIPE_GPUS)
-
-
 def _team_counters(device, units):
     """The per-unit arrival and release counters (int32, zero between calls), per device, grown as needed; zeroed
     by a kernel of this module (a PyTorch memset on the candidate's path is flagged by the harness)."""
@@ -994,8 +809,8 @@ def _team_gpu(device):
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("pipe", pipe_launch(...), triton plan), ("team",
-    team_launch(...), triton plan) or ("stream", stream_plan(...), triton plan) above, else the Triton plan."""
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_launch(...), triton plan) or ("stream",
+    stream_plan(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
@@ -1005,11 +820,6 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        if _PIPE and x.dtype in _PIPE_DTYPES and x.numel() * x.element_size() >= _PIPE_MIN_BYTES \
-                and _pipe_gpu(x.device):
-            pp = pipe_plan(B * G, (C // G) * S, S, x.element_size())
-            if pp is not None:
-                return ("pipe", pipe_launch(x, weight, bias, G, pp), fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
         if launch is not None:
@@ -1148,8 +958,6 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":
         return _run_team(x, weight, bias, out, eps, plan[1])
-    elif plan[0] == "pipe":
-        return _run_pipe(x, weight, bias, out, eps, plan[1])
     elif plan[0] == "stream":
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
@@ -1179,7 +987,6 @@ _launch_apply = LaunchCache(_gn_apply_kernel)
 _launch_rows_partial = LaunchCache(_gn_rows_partial_stats_kernel)
 _launch_rows_apply = LaunchCache(_gn_rows_apply_kernel)
 _launch_team = LaunchCache(_gn_team_kernel)
-_launch_pipe = LaunchCache(_gn_pipe_kernel)
 _launch_zero = LaunchCache(_zero_kernel)
 
 
