@@ -189,16 +189,7 @@ def _group_norm_layouts():
     # v11 (two or four tiles loaded per loop step; 2878936-team-unroll.json) are gone with their knobs
     # v12 (the queue kernel; docs/profile/h200/layout-sweep/478e671-queue.json) is gone with its knobs
     # v13 (the pipeline of launches; 357b32e-pipe.json, c87f101-pipe-pdl.json) is gone with its knobs
-    # v14: the split pass chunk by chunk (x of a chunk; every contiguous 16-bit x above the resident limit), with the
-    # statistics' x kept in the L2 (evict_last) and/or the apply's x and y marked evict_first
-    ch = {"_CHUNK_MIN_BYTES": 30 << 20, "_CHUNK_GPUS": ("",)}
-    out["no_chunks"] = {"_CHUNK_BYTES": None}
-    for v in (16, 24, 32, 48, 64, 96):
-        out[f"chunk_{v}m"] = {**ch, "_CHUNK_BYTES": v << 20}
-    for v in (24, 32, 48):
-        out[f"chunk_{v}m_keep"] = {**ch, "_CHUNK_BYTES": v << 20, "_CHUNK_KEEP": True}
-        out[f"chunk_{v}m_evict"] = {**ch, "_CHUNK_BYTES": v << 20, "_CHUNK_EVICT": True}
-        out[f"chunk_{v}m_keep_evict"] = {**ch, "_CHUNK_BYTES": v << 20, "_CHUNK_KEEP": True, "_CHUNK_EVICT": True}
+    # v14 (the split pass chunk by chunk; d3713f0-chunks.json) is gone with its knobs
     return m, out
 
 

@@ -51,6 +51,8 @@ Design:
 - v13 (a pipeline of launches over chunks of units, each launch applying one chunk from the L2 while reading the
   next one's statistics; with programmatic dependent launch or without) was 10-38% slower than the split path on
   every large contiguous row on an H200, and is gone (ledger L0049).
+- v14 (the split pass chunk by chunk, each chunk's apply finding its last-read x in the L2) was slower than one pass
+  on eight of nine contiguous rows of 48 MB and more on an H200, and slower the smaller the chunks (ledger L0050).
 
 """
 import math
@@ -143,18 +145,11 @@ _TEAM_PER_SM = 4
 # dependent launch between the launches and by 23-38% without (docs/profile/h200/layout-sweep/357b32e-pipe.json,
 # c87f101-pipe-pdl.json, ledger L0049): chunks small enough for two to stay in the L2 make launches too short to
 # stream. It is gone.
-
-# v14: contiguous 16-bit x of _CHUNK_MIN_BYTES and more on the split path one chunk of units (batch, group) at a
-# time: the statistics pass over a chunk, then its apply pass in reverse order, which finds the chunk's last-read x
-# still in the L2. One pass over the whole of x leaves only its last L2-full there, so on x 5-19x the L2 the apply
-# re-reads most of x from DRAM (ledger L0048); chunks of a few L2s get that tail back every chunk, at two launches a
-# chunk and no wait between programs. Off (None) until measured.
-_CHUNK_BYTES = None             # x per chunk (whole units; at least one)
-_CHUNK_MIN_BYTES = 64 << 20
-_CHUNK_DTYPES = (torch.float16, torch.bfloat16)
-_CHUNK_GPUS = ("H200",)         # GPUs (a substring of the device name) that take the chunks
-_CHUNK_KEEP = False             # the statistics pass loads x evict_last (it is read again soon)
-_CHUNK_EVICT = False            # the apply pass loads x and stores y evict_first (both done with)
+# v14 (the split pass run chunk by chunk, a chunk's statistics then its apply, the apply's reverse order starting on
+# the chunk's last-read x in the L2) lost to one pass on eight of nine contiguous rows of 48 MB and more on an H200,
+# more the smaller the chunks (c512_t9_128x128: 118.3 us in one pass, 131.7 in 96 MB chunks, 200.6 in 16 MB;
+# docs/profile/h200/layout-sweep/d3713f0-chunks.json, ledger L0050): a chunk boundary costs more than the ~20 MB
+# of x the L2 gives back per pass. It is gone.
 
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
@@ -244,20 +239,16 @@ def _spatial(s0, S, S2, S3, ss1, ss2, ss3, BLOCK_S: tl.constexpr, COLLAPSED: tl.
 
 @triton.jit
 def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
-                 GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr,
-                 KEEP: tl.constexpr):
+                 GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr):
     """(count, mean, M2) of each of the GPB groups from g0 over spatial positions s_begin .. s_end - 1
     (s_begin < s_end). The first tile's mean is the pivot K; the loop accumulates x - K and (x - K)^2 per lane (no
     reduction inside the loop), so E[(x-K)^2] - E[x-K]^2 cancels nothing as long as K is near the mean. When one
-    tile covers the whole range, this is the exact two-pass formula over registers. KEEP: x loaded evict_last."""
+    tile covers the whole range, this is the exact two-pass formula over registers."""
     ch, cmask = _channels(g0, G, CPG, GPB, CPB)
     x_ch = x_base + ch * sxc
     s, xs, smask = _spatial(s_begin, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
     mask = cmask & smask
-    if KEEP:
-        x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    else:
-        x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
     cnt0 = CPG * tl.minimum(s_end - s_begin, BLOCK_S)
     pivot = tl.sum(tl.sum(x, axis=2), axis=1) / cnt0
     pivot3 = pivot[:, None, None]
@@ -266,10 +257,7 @@ def _range_stats(x_base, g0, s_begin, s_end, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
     for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
         s, xs, smask = _spatial(s0, s_end, S2, S3, ss1, ss2, ss3, BLOCK_S, COLLAPSED)
         mask = cmask & smask
-        if KEEP:
-            x = tl.load(x_ch + xs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        else:
-            x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_ch + xs, mask=mask, other=0.0).to(tl.float32)
         d = tl.where(mask, x - pivot3, 0.0)
         acc1 += d
         acc2 += d * d
@@ -357,7 +345,7 @@ def _gn_silu_fused_kernel(
     g0 = (pid % NGB) * GPB
     x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S, WIDE)
     n, mean, m2 = _range_stats(x_base, g0, 0, S, G, CPG, S2, S3, sxc, ss1, ss2, ss3,
-                               GPB, CPB, BLOCK_S, COLLAPSED, False)
+                               GPB, CPB, BLOCK_S, COLLAPSED)
     rstd = tl.rsqrt(m2 / n + eps)
     _range_apply(x_base, y_base, g0, 0, S, G, CPG, S, S2, S3, sxc, ss1, ss2, ss3, mean, rstd, w_ptr, b_ptr, S,
                  GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, False, True)
@@ -368,7 +356,6 @@ def _gn_partial_stats_kernel(
     x_ptr, pmean_ptr, pm2_ptr,
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, NP, SPAN,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
-    KEEP: tl.constexpr,
 ):
     """Program (p, b * NGB + gb): groups gb*GPB .. +GPB of batch b over spatial chunk p (SPAN positions); writes
     the chunk's (mean, M2) of each group to partials[(b * G + g) * NP + p]."""
@@ -379,7 +366,7 @@ def _gn_partial_stats_kernel(
     x_base, y_base = _batch_bases(x_ptr, x_ptr, bidx, sxb, 0, WIDE)
     s_begin = p * SPAN
     n, mean, m2 = _range_stats(x_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S2, S3, sxc,
-                               ss1, ss2, ss3, GPB, CPB, BLOCK_S, COLLAPSED, KEEP)
+                               ss1, ss2, ss3, GPB, CPB, BLOCK_S, COLLAPSED)
     g = g0 + tl.arange(0, GPB)
     idx = (bidx * G + g) * NP + p
     tl.store(pmean_ptr + idx, mean, mask=g < G)
@@ -423,10 +410,9 @@ def _gn_apply_kernel(
     G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, NGB, SPAN, S_CH, NP, eps,
     GPB: tl.constexpr, CPB: tl.constexpr, BLOCK_S: tl.constexpr, COLLAPSED: tl.constexpr, WIDE: tl.constexpr,
     HAS_W: tl.constexpr, HAS_B: tl.constexpr, FLAT: tl.constexpr, MERGE: tl.constexpr, PBLOCK: tl.constexpr,
-    EVICT: tl.constexpr,
 ):
     """MERGE: each program merges its groups' NP partials itself (no finalize launch: one launch less of host
-    time, for few partials); otherwise (mean, rstd) come from stats_ptr. EVICT: x and y evict_first."""
+    time, for few partials); otherwise (mean, rstd) come from stats_ptr."""
     # Programs run in the reverse order of the statistics pass, so the first tiles re-read are the ones that pass
     # read last and that are still in L2 (up to ~50 MB of x on an H200 is served from there, not DRAM).
     p = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -443,7 +429,7 @@ def _gn_apply_kernel(
         rstd = tl.load(stats_ptr + (bidx * G + g) * 2 + 1, mask=gmask, other=0.0)
     s_begin = p * SPAN
     _range_apply(x_base, y_base, g0, s_begin, tl.minimum(s_begin + SPAN, S), G, CPG, S, S2, S3, sxc, ss1, ss2,
-                 ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, EVICT)
+                 ss3, mean, rstd, w_ptr, b_ptr, S_CH, GPB, CPB, BLOCK_S, COLLAPSED, HAS_W, HAS_B, FLAT, False)
 
 
 @triton.jit
@@ -830,8 +816,8 @@ def _team_gpu(device):
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_launch(...), triton plan), ("chunks", ...) (see
-    _chunk_plan) or ("stream", stream_plan(...), triton plan) above, else the Triton plan."""
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_launch(...), triton plan) or ("stream",
+    stream_plan(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
@@ -845,10 +831,6 @@ def _plan(x, weight, bias, G):
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
         if launch is not None:
             return ("team", launch, fallback)
-        chunks = _chunk_plan(x, weight, bias, G) if _CHUNK_BYTES is not None and x.dtype in _CHUNK_DTYPES \
-            and x.numel() * x.element_size() >= _CHUNK_MIN_BYTES and _chunk_gpu(x.device) else None
-        if chunks is not None:
-            return chunks
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
             if _STREAM and x.dtype in _STREAM_DTYPES else None
         return fallback if sp is None else ("stream", sp, fallback)
@@ -856,33 +838,9 @@ def _plan(x, weight, bias, G):
     return fallback if rp is None else ("resident", rp, fallback)
 
 
-def _chunk_gpu(device):
-    """Whether the device is one the chunked split pass was measured faster on (_CHUNK_GPUS)."""
-    return any(k in torch.cuda.get_device_properties(device).name for k in _CHUNK_GPUS)
-
-
-def _chunk_plan(x, weight, bias, G):
-    """("chunks", channels per chunk, Triton plan of a chunk, Triton plan of the last chunk or None) for a
-    contiguous x whose units (batch, group) go _CHUNK_BYTES of x at a time (whole groups of one batch), or None
-    where x is one chunk. A chunk x[b:b+1, c0:c1] of a contiguous x is itself contiguous: its plan is the split
-    pass's for that view, and every chunk of the same width shares it (same shape, same strides)."""
-    B, C = x.shape[0], x.shape[1]
-    cpg = C // G
-    unit = x.numel() // (B * G) * x.element_size()
-    m = cpg * min(G, max(1, _CHUNK_BYTES // unit))
-    if B == 1 and m == C:
-        return None
-
-    def sub(width):
-        return _triton_plan(x[:1, :width], None if weight is None else weight[:width],
-                            None if bias is None else bias[:width], width // cpg, _CHUNK_KEEP, _CHUNK_EVICT)
-
-    return ("chunks", m, sub(m), sub(C % m) if C % m else None)
-
-
-def _triton_plan(x, weight, bias, G, keep=False, evict=False):
+def _triton_plan(x, weight, bias, G):
     """How to run one input signature through Triton: ("fused", plan), ("split", partial, finalize or None, apply,
-    n_partials, n_groups) or None. keep, evict: the split pass's L2 hints (_CHUNK_KEEP, _CHUNK_EVICT)."""
+    n_partials, n_groups) or None."""
     if x.dim() < 2:
         raise ValueError(f"x must be [B, C, *spatial], got shape {tuple(x.shape)}")
     B, C = x.shape[0], x.shape[1]
@@ -941,13 +899,12 @@ def _triton_plan(x, weight, bias, G, keep=False, evict=False):
     grid = (n_part, B * ngb, 1)
     stats_block_s = next_pow2(cdiv(span, stats_tiles))
     partial = Plan(grid, (x.dtype, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, n_part, span),
-                   (gpb, cpb, stats_block_s, collapsed, wide, keep), stats_warps)
+                   (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
     merge = n_part * gpb <= _MERGE_IN_APPLY_MAX
     finalize = None if merge else Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span),
                                        (min(1024, next_pow2(n_part)),), 4)
     apply = Plan(grid, dt + (f32, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch, n_part),
-                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1,
-                  evict),
+                 (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1),
                  apply_warps)
     return ("split", partial, finalize, apply, B * G * n_part, B * G)
 
@@ -1014,31 +971,9 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         plan = plan[2]
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
-    if plan[0] == "chunks":
-        _run_chunks(plan, x, weight, bias, out, eps)
-    else:
-        _run_triton(plan, x, w_arg, b_arg, out, eps)
-    return out
-
-
-def _run_chunks(plan, x, weight, bias, out, eps):
-    """One call of the chunked split pass, plan = _chunk_plan(...): chunk by chunk, each one's statistics and
-    apply launches before the next chunk's."""
-    _, m, sub, last = plan
-    B, C = x.shape[0], x.shape[1]
-    for b in range(B):
-        for c0 in range(0, C, m):
-            c1 = min(c0 + m, C)
-            _run_triton(sub if c1 - c0 == m else last, x[b:b + 1, c0:c1],
-                        out if weight is None else weight[c0:c1], out if bias is None else bias[c0:c1],
-                        out[b:b + 1, c0:c1], eps)
-
-
-def _run_triton(plan, x, w_arg, b_arg, out, eps):
-    """One call through a Triton plan; w_arg and b_arg stand in for an absent weight or bias (any tensor)."""
     if plan[0] == "fused":
         _launch_fused.run(plan[1], (x, w_arg, b_arg, out), (float(eps),))
-        return
+        return out
     kind, partial, finalize, apply, n, groups = plan
     # One allocation for the partial means, partial M2 and the per-group (mean, rstd).
     ws = torch.empty((2 * n + 2 * groups,), dtype=torch.float32, device=x.device)
@@ -1049,6 +984,7 @@ def _run_triton(plan, x, w_arg, b_arg, out, eps):
         _launch_finalize.run(finalize, (pmean, pm2, stats), (float(eps),))
     (_launch_rows_apply if rows else _launch_apply).run(apply, (x, w_arg, b_arg, out, stats, pmean, pm2),
                                                         (float(eps),))
+    return out
 
 
 _launch_fused = LaunchCache(_gn_silu_fused_kernel)
