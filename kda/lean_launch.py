@@ -54,11 +54,14 @@ class Plan:
     signature (shapes, strides, dtypes) and replays it, so a call costs a dict lookup, the tensors' alignment and
     the launch itself. The integers' specialisation key is computed here, once."""
 
-    __slots__ = ("grid", "ints", "constexprs", "num_warps", "key")
+    __slots__ = ("grid", "ints", "constexprs", "num_warps", "options", "key")
 
-    def __init__(self, grid, dtypes, ints, constexprs, num_warps):
+    def __init__(self, grid, dtypes, ints, constexprs, num_warps, options=()):
+        """`options`: (name, value) pairs of Triton launch options beyond num_warps (launch_pdl, say); they are
+        compile options too, so each set has its own binary and its own key."""
         self.grid, self.ints, self.constexprs, self.num_warps = tuple(grid), tuple(ints), tuple(constexprs), num_warps
-        self.key = (tuple(dtypes), tuple(_int_key(v) for v in ints), self.constexprs, num_warps)
+        self.options = tuple(options)
+        self.key = (tuple(dtypes), tuple(_int_key(v) for v in ints), self.constexprs, num_warps, self.options)
 
 
 class LaunchCache:
@@ -78,7 +81,8 @@ class LaunchCache:
         k = self.compiled.get(key)
         hooks = _hooks_set()
         if k is None or hooks:
-            k = self.kernel[plan.grid](*tensors, *plan.ints, *floats, *plan.constexprs, num_warps=plan.num_warps)
+            k = self.kernel[plan.grid](*tensors, *plan.ints, *floats, *plan.constexprs, num_warps=plan.num_warps,
+                                       **dict(plan.options))
             # Under the interpreter the JIT returns no CompiledKernel; `run` is a property that loads the binary.
             if not hooks and getattr(k, "run", None) is not None and getattr(k, "function", None) is not None:
                 self.compiled[key] = (k.run, k.function, k.packed_metadata)

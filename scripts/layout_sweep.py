@@ -185,6 +185,17 @@ def _group_norm_layouts():
     out["team_per_sm5"] = {"_TEAM": True, "_TEAM_PER_SM": 5}
     out["team_t2048"] = {"_TEAM": True, "_TEAM_BLOCK": 2048}
     out["team_t2048_w4_sm8"] = {"_TEAM": True, "_TEAM_BLOCK": 2048, "_TEAM_WARPS": 4, "_TEAM_PER_SM": 8}
+    # the team grid as a plain launch (before cooperative launches), and a grid of 8 programs per SM planned without
+    # the occupancy check, which the driver must refuse as a cooperative launch (the call then takes the split path;
+    # as a plain launch it would hang)
+    out["team_plain"] = {"_TEAM": True, "_TEAM_COOPERATIVE": False}
+
+    def oversized(x, weight, bias, G, sms):
+        B, C = x.shape[0], x.shape[1]
+        S = x.numel() // (B * C)
+        tp = m.team_plan(B * G, (C // G) * S, S, x.element_size(), sms * 8)
+        return None if tp is None else m.team_launch(x, weight, bias, G, tp)
+    out["team_oversized"] = {"_TEAM": True, "_team_fit": oversized}
     # v10 (each member read the team's next unit before waiting on the current one; 62ff4ed-team-overlap.json) and
     # v11 (two or four tiles loaded per loop step; 2878936-team-unroll.json) are gone with their knobs
     # v12 (the queue kernel; docs/profile/h200/layout-sweep/478e671-queue.json) is gone with its knobs

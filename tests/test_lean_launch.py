@@ -31,6 +31,15 @@ def test_plan_key_separates_integer_specialisations():
     assert base.key != Plan((4, 1, 1), (torch.float16,), (32, 2**31), (64,), 4).key  # 64-bit index
 
 
+def test_plan_key_separates_launch_options():
+    """A launch option (a cooperative grid, say) is a compile option too: it needs its own binary."""
+    base = Plan((4, 1, 1), (torch.float16,), (32, 7), (64,), 4)
+    coop = Plan((4, 1, 1), (torch.float16,), (32, 7), (64,), 4, (("launch_cooperative_grid", True),))
+    assert base.options == () and coop.options == (("launch_cooperative_grid", True),)
+    assert base.key != coop.key
+    assert coop.key == Plan((8, 1, 1), (torch.float16,), (48, 5), (64,), 4, (("launch_cooperative_grid", True),)).key
+
+
 _INTERPRETED = """
 import torch, triton, triton.language as tl
 from kda.lean_launch import LaunchCache, cdiv

@@ -156,3 +156,77 @@ def test_team_kernel_runs_only_on_the_gpus_it_was_measured_faster_on(monkeypatch
 
     monkeypatch.setattr(IMPL.torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name=name))
     assert IMPL._team_gpu("cuda:0") is takes_team
+
+
+def _meta_launch():
+    import torch
+
+    x = torch.empty((1, 512, 9, 128, 128), dtype=torch.float16, device="meta")
+    w = torch.empty((512,), dtype=torch.float16, device="meta")
+    return IMPL.team_launch(x, w, w, 32, IMPL.team_plan(32, 16 * 9 * 128 * 128, 9 * 128 * 128, 2, PROGRAMS))
+
+
+def test_team_grid_goes_out_as_a_cooperative_launch():
+    """The driver then refuses a grid the GPU (or its MPS share) cannot hold at once, instead of starting part of it
+    and leaving the started programs waiting for ever."""
+    assert IMPL._TEAM_COOPERATIVE is True
+    assert dict(_meta_launch()[0].options) == {"launch_cooperative_grid": True}
+
+
+class _Refusing:
+    def __init__(self, message):
+        self.message, self.calls = message, 0
+
+    def run(self, plan, tensors, floats):
+        self.calls += 1
+        raise RuntimeError(self.message)
+
+
+def test_a_refused_cooperative_grid_reports_false_and_other_launch_errors_propagate(monkeypatch):
+    import torch
+
+    x = torch.zeros((1, 4, 64), dtype=torch.float16)
+    out = torch.empty_like(x)
+    launch = (_meta_launch()[0], 4, 8)
+    # the counters come from a Triton kernel: no launch here (no GPU, no interpreter in this process)
+    monkeypatch.setattr(IMPL, "_team_counters", lambda device, units: (torch.zeros(units, dtype=torch.int32),) * 2)
+    monkeypatch.setattr(IMPL, "_launch_team", _Refusing("Triton Error [CUDA]: too many blocks in cooperative launch"))
+    assert IMPL._run_team(x, None, None, out, 1e-5, launch) is False
+    monkeypatch.setattr(IMPL, "_launch_team", _Refusing("Triton Error [CUDA]: an illegal memory access"))
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        IMPL._run_team(x, None, None, out, 1e-5, launch)
+
+
+_REFUSED = PROLOGUE + textwrap.dedent("""
+    import torch.nn.functional as F
+
+    class Refusing:
+        calls = 0
+
+        def run(self, plan, tensors, floats):
+            Refusing.calls += 1
+            raise RuntimeError("Triton Error [CUDA]: too many blocks in cooperative launch")
+
+    x = (torch.randn((1, 8, 4, 16), generator=g) * 2 + 50).to(torch.float16)
+    w, b = torch.randn(8, generator=g).to(torch.float16), torch.randn(8, generator=g).to(torch.float16)
+    meta = torch.empty((1, 512, 9, 128, 128), dtype=torch.float16, device="meta")
+    wm = torch.empty((512,), dtype=torch.float16, device="meta")
+    team = mod.team_launch(meta, wm, wm, 32, mod.team_plan(32, 16 * 9 * 128 * 128, 9 * 128 * 128, 2, 528))
+    key = mod._plan_key(x, w, b, 2)
+    fallback = mod._triton_plan(x, w, b, 2)
+    mod._launch_team = Refusing()
+    mod._plans[key] = ("team", (team[0], 2, 8), fallback)
+    ref = F.silu(F.group_norm(x.float(), 2, w.float(), b.float(), 1e-5))
+    out = mod.triton_group_norm_silu(x, w, b, 2, 1e-5)
+    assert Refusing.calls == 1 and close(out, ref)
+    assert mod._plans[key] is fallback, "the refused signature should keep the split path"
+    out = mod.triton_group_norm_silu(x, w, b, 2, 1e-5)
+    assert Refusing.calls == 1 and close(out, ref)
+    print("ok")
+""")
+
+
+def test_a_refused_team_call_takes_the_split_path_and_keeps_it(interpreted):
+    """The call still returns the right answer (through the plan's fallback), and the signature's plan becomes the
+    fallback, so later calls do not ask the driver again."""
+    interpreted(_REFUSED)

@@ -100,16 +100,17 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # t, t + teams, ...: each program reads its slice of the unit (statistics), the team waits on a counter, and each
 # program re-reads its own slice, read moments before, from the L2 (apply). Unlike v6's one grid on one unit at a
 # time, a team waiting at its counter leaves the other teams streaming. How many teams: team_plan, from the sweeps
-# cited below. Triton cannot ask for a cooperative launch: the grid is _TEAM_PER_SM programs per SM, fewer where
-# the driver's occupancy calculator says the compiled kernel's registers or shared memory do not let an SM hold them
-# (_team_fit, at plan time; 48 registers a thread at 4096 x 8 warps under Triton 3.9: five fit), so every program is
-# resident when the GPU runs nothing else (the waits would hang otherwise). Several programs per SM
-# because one 8-warp program per SM keeps about 0.5 MB in flight over 132 SMs, where DRAM needs several MB.
-# What the driver's check cannot see: an MPS share or green context smaller than the GPU, or another stream's
-# persistent kernel holding SMs for good; there the grid would wait for ever. Team places drawn in start order
-# would not (v9b), but crowd each team onto a few SMs; spreading teams and never waiting on an unstarted member pull
-# against each other without a cooperative launch, which Triton does not offer.
+# cited below. The grid is _TEAM_PER_SM programs per SM, fewer where the driver's occupancy calculator says the
+# compiled kernel's registers or shared memory do not let an SM hold them (_team_fit, at plan time; 48 registers a
+# thread at 4096 x 8 warps under Triton 3.9: five fit), so every program can be resident at once (the waits would
+# hang otherwise). Several programs per SM because one 8-warp program per SM keeps about 0.5 MB in flight over 132
+# SMs, where DRAM needs several MB. What that plan-time check cannot see is a GPU smaller at run time: an MPS share,
+# a green context. So the grid goes out as a cooperative launch (_TEAM_COOPERATIVE, Triton's
+# launch_cooperative_grid), the launch CUDA's grid-wide synchronisation relies on: the driver refuses a grid the
+# device cannot hold at once instead of starting part of it, and a refused call takes the split path (_run_team).
+# Team places drawn in start order would need no such launch (v9b), but crowd each team onto a few SMs.
 _TEAM = True
+_TEAM_COOPERATIVE = True
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
 # GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
 # them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
@@ -750,7 +751,7 @@ def team_launch(x, weight, bias, G, tp):
           f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
                 (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
-                _TEAM_WARPS)
+                _TEAM_WARPS, (("launch_cooperative_grid", True),) if _TEAM_COOPERATIVE else ())
     return plan, units, units * team * 2
 
 
@@ -787,14 +788,21 @@ def _team_fit(x, weight, bias, G, sms):
 
 
 def _run_team(x, weight, bias, out, eps, launch):
-    """One call of the team kernel with launch = team_launch(...)."""
+    """One call of the team kernel with launch = team_launch(...): True, or False when the driver refused the
+    cooperative grid (more programs than the GPU, or its MPS share, holds at once; nothing ran)."""
     plan, units, n_part = launch
     cnt, done = _team_counters(x.device, units)
     part = torch.empty((n_part,), dtype=torch.float32, device=x.device)
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
-    _launch_team.run(plan, (x, w_arg, b_arg, out, part, cnt, done), (float(eps),))
-    return out
+    try:
+        _launch_team.run(plan, (x, w_arg, b_arg, out, part, cnt, done), (float(eps),))
+    except RuntimeError as e:
+        # CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, as Triton's launcher words it; anything else is a real failure
+        if "cooperative launch" not in str(e):
+            raise
+        return False
+    return True
 
 
 _limits = {}
@@ -946,10 +954,16 @@ def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
 _plans = {}
 
 
+def _plan_key(x, weight, bias, G):
+    """The input signature a plan is kept under in _plans."""
+    return (x.shape, x.stride(), x.dtype, x.device,
+            None if weight is None else (weight.shape, weight.stride(), weight.dtype),
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype), G)
+
+
 def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     G = int(num_groups)
-    key = (x.shape, x.stride(), x.dtype, x.device, None if weight is None else (weight.shape, weight.stride(), weight.dtype),
-           None if bias is None else (bias.shape, bias.stride(), bias.dtype), G)
+    key = _plan_key(x, weight, bias, G)
     plan = _plans.get(key, False)
     if plan is False:
         plan = _plans[key] = _plan(x, weight, bias, G)
@@ -964,7 +978,9 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":
-        return _run_team(x, weight, bias, out, eps, plan[1])
+        if _run_team(x, weight, bias, out, eps, plan[1]):
+            return out
+        plan = _plans[key] = plan[2]  # refused: this GPU (share) holds fewer programs than at plan time
     elif plan[0] == "stream":
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
