@@ -111,6 +111,7 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # Team places drawn in start order would need no such launch (v9b), but crowd each team onto a few SMs.
 _TEAM = True
 _TEAM_COOPERATIVE = True
+_TEAM_INTERLEAVE = False       # team membership by block index modulo the teams (else runs of block indices)
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
 # GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
 # them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
@@ -601,7 +602,7 @@ def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, piv
 def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
                     U, G, CPG, M, S, SLICE, eps,
                     TEAM: tl.constexpr, TEAMS: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr,
-                    HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, INTERLEAVE: tl.constexpr):
     """v9: teams of programs over units of M contiguous elements (one batch's group; channels of S elements, S a
     multiple of BLOCK). Statistics are sums of x - K, K the unit's first element (no E[x^2] - mean^2 cancellation
     when |mean| >> std).
@@ -609,10 +610,16 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
     Teams are runs of block indices, which the block scheduler spreads over the SMs, so every SM holds a member of
     each team and a team waiting at its counter leaves no SM idle. (v9b took places by a ticket drawn at start, which
     would never hang on a GPU that holds fewer programs than the grid; the tickets went out SM by SM, teams landed on
-    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)"""
+    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)
+    INTERLEAVE: team t is every TEAMS-th block index from t instead, for a scheduler that fills an SM with
+    consecutive blocks."""
     pid = tl.program_id(0)
-    team = pid // TEAM
-    rank = pid % TEAM
+    if INTERLEAVE:
+        team = pid % TEAMS
+        rank = pid // TEAMS
+    else:
+        team = pid // TEAM
+        rank = pid % TEAM
     lo = rank * SLICE
     hi = tl.minimum(lo + SLICE, M)
     n_tiles = tl.maximum(hi - lo, 0) // BLOCK
@@ -750,7 +757,7 @@ def team_launch(x, weight, bias, G, tp):
     dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
           f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
-                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
+                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None, _TEAM_INTERLEAVE),
                 _TEAM_WARPS, (("launch_cooperative_grid", True),) if _TEAM_COOPERATIVE else ())
     return plan, units, units * team * 2
 
