@@ -189,8 +189,6 @@ def _group_norm_layouts():
     # the occupancy check, which the driver must refuse as a cooperative launch (the call then takes the split path;
     # as a plain launch it would hang)
     out["team_plain"] = {"_TEAM": True, "_TEAM_COOPERATIVE": False}
-    out["team_inter"] = {"_TEAM": True, "_TEAM_INTERLEAVE": True}
-    out["team_inter_plain"] = {"_TEAM": True, "_TEAM_INTERLEAVE": True, "_TEAM_COOPERATIVE": False}
 
     def oversized(x, weight, bias, G, sms):
         B, C = x.shape[0], x.shape[1]

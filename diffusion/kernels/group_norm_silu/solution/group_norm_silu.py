@@ -111,7 +111,12 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # Team places drawn in start order would need no such launch (v9b), but crowd each team onto a few SMs.
 _TEAM = True
 _TEAM_COOPERATIVE = True
-_TEAM_INTERLEAVE = False       # team membership by block index modulo the teams (else runs of block indices)
+# The price, on an H100 (docs/profile/h100/layout-sweep/4f0ed7a-coop.json, 3f906fb-coop-inter.json, graph replay):
+# the cooperative grid runs 2-8% slower than the same grid launched plainly on the five rows that take it
+# (c512_t9_128x128 151.3-151.9 against 146.2-147.7 us; c256_t17_256x80 188.8-189.7 against 175.8-177.9), inside the
+# kernel (torch.profiler: 151.2 against 144.8 us), and stays ahead of the split path on four of them. Team
+# membership by block index modulo the teams was slower either way (ledger L0051). A grid of 8 programs an SM,
+# planned without the occupancy check, was refused and the call ran the split path (4f0ed7a-coop-refused.json).
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
 # GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
 # them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
@@ -602,7 +607,7 @@ def _team_finish(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr, u, piv
 def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
                     U, G, CPG, M, S, SLICE, eps,
                     TEAM: tl.constexpr, TEAMS: tl.constexpr, TEAM_P2: tl.constexpr, BLOCK: tl.constexpr,
-                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, INTERLEAVE: tl.constexpr):
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     """v9: teams of programs over units of M contiguous elements (one batch's group; channels of S elements, S a
     multiple of BLOCK). Statistics are sums of x - K, K the unit's first element (no E[x^2] - mean^2 cancellation
     when |mean| >> std).
@@ -610,16 +615,10 @@ def _gn_team_kernel(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, done_ptr,
     Teams are runs of block indices, which the block scheduler spreads over the SMs, so every SM holds a member of
     each team and a team waiting at its counter leaves no SM idle. (v9b took places by a ticket drawn at start, which
     would never hang on a GPU that holds fewer programs than the grid; the tickets went out SM by SM, teams landed on
-    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)
-    INTERLEAVE: team t is every TEAMS-th block index from t instead, for a scheduler that fills an SM with
-    consecutive blocks."""
+    a quarter of the SMs each, and c512_t9_128x128 took 161 us instead of 148: layout-sweep/64d2c0b-team.json.)"""
     pid = tl.program_id(0)
-    if INTERLEAVE:
-        team = pid % TEAMS
-        rank = pid // TEAMS
-    else:
-        team = pid // TEAM
-        rank = pid % TEAM
+    team = pid // TEAM
+    rank = pid % TEAM
     lo = rank * SLICE
     hi = tl.minimum(lo + SLICE, M)
     n_tiles = tl.maximum(hi - lo, 0) // BLOCK
@@ -757,7 +756,7 @@ def team_launch(x, weight, bias, G, tp):
     dt = (x.dtype, (weight if weight is not None else x).dtype, (bias if bias is not None else x).dtype, x.dtype,
           f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
-                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None, _TEAM_INTERLEAVE),
+                (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
                 _TEAM_WARPS, (("launch_cooperative_grid", True),) if _TEAM_COOPERATIVE else ())
     return plan, units, units * team * 2
 
