@@ -59,7 +59,8 @@ def compile_plan(kernel, plan: Plan, arch: int = HOPPER):
     ttgir, ptx and cubin). Raises what Triton raises when the kernel does not lower."""
     sig, consts, attrs = signature(kernel, plan)
     src = ASTSource(fn=kernel, signature=sig, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": plan.num_warps})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": plan.num_warps, **dict(plan.options)})
 
 
 def trace_launches(task, rows=None):

@@ -60,6 +60,11 @@ _RES_OUT_LATE = True
 # a0d6227 sweep had the padded block 0.25% ahead), so v7b keeps v6's padded block with the early store there.
 _PADDED_RES_MAX_ROWS = 4096
 
+# A register cap for the kernel (Triton's maxnreg), None for the compiler's choice: a knob for layout_sweep, to trade
+# registers for programs per SM (62 registers at 4 warps hold eight programs of the D = 3072 residual rows; upstream
+# runs 384-thread CTAs at 50).
+_MAXNREG = None
+
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
 
@@ -475,7 +480,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
          late),
-        warps,
+        warps, (("maxnreg", _MAXNREG),) if _MAXNREG else (),
     ), has_w, has_b
 
 
