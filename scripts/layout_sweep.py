@@ -73,9 +73,7 @@ def _nss_layouts():
     # the gated chunks at other warps than _warps picks
     out.update({f"chunk_w{w}": {"_layout": (lambda w=w: lambda D, M, has_res, g_kind, sc_kind, sh_kind: (
         *m._chunks(D), 1, w, m._PER_ROW in (sc_kind, sh_kind)))()} for w in (2, 8, 16)})
-    # a register cap (more programs per SM), alone and with the gated chunks at 8 warps
-    out.update({f"nreg{v}": {"_MAXNREG": v} for v in (40, 48, 56)})
-    out.update({f"chunk_w8_nreg{v}": {"_MAXNREG": v, **out["chunk_w8"]} for v in (32, 40)})
+    # a register cap (Triton's maxnreg, 52945b7-nreg.json, ledger L0028) lost everywhere and is gone with its knob
     out["default"] = {}
     return m, out
 

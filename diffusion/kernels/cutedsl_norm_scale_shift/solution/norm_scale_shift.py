@@ -59,11 +59,9 @@ _RES_OUT_LATE = True
 # moved the row the other way, 1.004 -> 0.997 of upstream by device_us (H200 benches at 478e671 and a0d6227; the
 # a0d6227 sweep had the padded block 0.25% ahead), so v7b keeps v6's padded block with the early store there.
 _PADDED_RES_MAX_ROWS = 4096
-
-# A register cap for the kernel (Triton's maxnreg), None for the compiler's choice: a knob for layout_sweep, to trade
-# registers for programs per SM (62 registers at 4 warps hold eight programs of the D = 3072 residual rows; upstream
-# runs 384-thread CTAs at 50).
-_MAXNREG = None
+# A register cap for more programs an SM (Triton's maxnreg, 40-56) helped no residual row on the H200: on
+# wan_ti2v_selfattn_res, 0.985 of upstream, the best was 157.8 against 159.4 us, upstream 154.8
+# (docs/profile/h200/layout-sweep/52945b7-nreg.json, ledger L0028).
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -480,7 +478,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
          late),
-        warps, (("maxnreg", _MAXNREG),) if _MAXNREG else (),
+        warps,
     ), has_w, has_b
 
 
