@@ -52,6 +52,18 @@ def test_a_plan_compiles_for_hopper_without_a_gpu():
     assert HOPPER == 90
 
 
+def test_a_plan_compiles_with_its_launch_options():
+    """A plan's launch options are compile options (a cooperative grid, a register cap): the binary checked here must
+    be the one the launch would get."""
+    p = _plan()
+    dtypes = (torch.float16, torch.bfloat16)
+    plain = compile_plan(_scale_kernel, p)
+    coop = compile_plan(_scale_kernel, Plan(p.grid, dtypes, p.ints, p.constexprs, 4,
+                                            (("launch_cooperative_grid", True), ("maxnreg", 24))))
+    assert plain.metadata.launch_cooperative_grid is False and plain.metadata.maxnreg is None
+    assert coop.metadata.launch_cooperative_grid is True and coop.metadata.maxnreg == 24
+
+
 def test_a_kernel_that_does_not_lower_fails_here():
     with pytest.raises(Exception, match="[Ll]oop-carried|type"):
         compile_plan(_branch_types_kernel, Plan((1, 1, 1), (torch.float16,), (), (True,), 1))
