@@ -74,10 +74,7 @@ def _nss_layouts():
     out.update({f"chunk_w{w}": {"_layout": (lambda w=w: lambda D, M, has_res, g_kind, sc_kind, sh_kind: (
         *m._chunks(D), 1, w, m._PER_ROW in (sc_kind, sh_kind)))()} for w in (2, 8, 16)})
     # a register cap (Triton's maxnreg, 52945b7-nreg.json, ledger L0028) lost everywhere and is gone with its knob
-    # store hints on y and residual_out: evict_first, streaming (.cs), alone and with the gated chunks at 8 warps
-    for hint, name in ((1, "store_ef"), (2, "store_cs")):
-        out[name] = {"_STORE_HINT": hint}
-        out[name + "_chunk_w8"] = {"_STORE_HINT": hint, **out["chunk_w8"]}
+    # store hints on y and residual_out (evict_first, .cs; ca04c2f-store.json, ledger L0029) are gone with their knob
     out["default"] = {}
     return m, out
 

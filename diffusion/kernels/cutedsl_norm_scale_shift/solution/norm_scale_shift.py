@@ -40,8 +40,6 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # x and residual are loaded through L1 (v5): with .cg (past L1) wan_t2v_crossattn_res took 772.6 us by graph_us
 # against 761.8 without, and no other row moved (graph-placement/f294e8f.json). A knob for layout_sweep.
 _STREAM_CG = False
-# Store hints for y and residual_out (a knob for layout_sweep): 0 none, 1 evict_first, 2 streaming (.cs).
-_STORE_HINT = 0
 # v6: the chunked residual form (more than _PADDED_RES_MAX_ROWS rows) stores residual_out with y, after the
 # statistics, not while the row is read. H100 graph replay (docs/profile/h100/layout-sweep/69ef63b-res-stores.json;
 # torch.compile, the best peer there, in brackets): wan_t2v_selfattn_res 532.0 -> 519.3 us (525.8),
@@ -63,7 +61,8 @@ _RES_OUT_LATE = True
 _PADDED_RES_MAX_ROWS = 4096
 # A register cap for more programs an SM (Triton's maxnreg, 40-56) helped no residual row on the H200: on
 # wan_ti2v_selfattn_res, 0.985 of upstream, the best was 157.8 against 159.4 us, upstream 154.8
-# (docs/profile/h200/layout-sweep/52945b7-nreg.json, ledger L0028).
+# (docs/profile/h200/layout-sweep/52945b7-nreg.json, ledger L0028). Neither did evict_first or streaming (.cs) stores
+# of y and residual_out (ca04c2f-store.json, ledger L0029).
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -73,12 +72,12 @@ _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
 def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
     cols = j * C + tl.arange(0, C)
     if MASKED:
-        if STREAM % 2 == 1:
+        if STREAM:
             v = tl.load(ptr + cols, mask=cols < D, other=0.0, cache_modifier=".cg")
         else:
             v = tl.load(ptr + cols, mask=cols < D, other=0.0)
     else:
-        if STREAM % 2 == 1:
+        if STREAM:
             v = tl.load(ptr + cols, cache_modifier=".cg")
         else:
             v = tl.load(ptr + cols)
@@ -86,18 +85,12 @@ def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: 
 
 
 @triton.jit
-def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
-    """STREAM // 2: the store hint (_STORE_HINT)."""
+def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
     cols = j * C + tl.arange(0, C)
-    mask = cols < D
-    if not MASKED:
-        mask = None
-    if STREAM // 2 == 1:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
-    elif STREAM // 2 == 2:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
+    if MASKED:
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D)
     else:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=mask)
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -131,7 +124,7 @@ def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.cons
             v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
         v = v + _ld(ro, j, D, C, MASKED, STREAM)
         if not LATE:
-            _st(oo, v, j, D, C, MASKED, STREAM)
+            _st(oo, v, j, D, C, MASKED)
     return v
 
 
@@ -161,11 +154,10 @@ def _row_mods(sco, sho, D, C: tl.constexpr, K: tl.constexpr, M0: tl.constexpr, M
 
 @triton.jit
 def _row_out(yo, oo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr,
-             STREAM: tl.constexpr):
+             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr):
     """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store)."""
     if RES_OUT:
-        _st(oo, v, j, D, C, MASKED, STREAM)
+        _st(oo, v, j, D, C, MASKED)
     if IS_LN:
         n = (v - mean) * rstd
     else:
@@ -174,7 +166,7 @@ def _row_out(yo, oo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: 
         n = n * _ld(w_ptr, j, D, C, MASKED, False)
     if HAS_B:
         n = n + _ld(b_ptr, j, D, C, MASKED, False)
-    _st(yo, n * a + sh, j, D, C, MASKED, STREAM)
+    _st(yo, n * a + sh, j, D, C, MASKED)
 
 
 @triton.jit
@@ -328,19 +320,19 @@ def _nss_kernel(
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
                                                                           SH_KIND)
             _row_out(yo, oo, v0, mean, rstd, w_ptr, b_ptr, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STREAM)
+                         HAS_RES and LATE)
             if K > 1:
                 _row_out(yo, oo, v1, mean, rstd, w_ptr, b_ptr, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STREAM)
+                         HAS_RES and LATE)
             if K > 2:
                 _row_out(yo, oo, v2, mean, rstd, w_ptr, b_ptr, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STREAM)
+                         HAS_RES and LATE)
             if K > 3:
                 _row_out(yo, oo, v3, mean, rstd, w_ptr, b_ptr, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STREAM)
+                         HAS_RES and LATE)
             if K > 4:
                 _row_out(yo, oo, v4, mean, rstd, w_ptr, b_ptr, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STREAM)
+                         HAS_RES and LATE)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -485,8 +477,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (cdiv(M, rows), 1, 1), [t.dtype for t in tensors],
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
-        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch,
-         int(_STREAM_CG) + 2 * _STORE_HINT,
+        (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
          late),
         warps,
     ), has_w, has_b
