@@ -75,6 +75,7 @@ _PADDED_RES_MAX_ROWS = 4096
 _EXT = CudaExtension("kda_nss_row", Path(__file__).resolve().with_name("csrc"), ("binding.cpp", "nss_row.cu"),
                      ("nss_row.h",))
 _CUDA_ROW_D = ()
+_CUDA_ROW_FLAGS = 0   # kPlainLoads (1) and kEarlyWeights (2) of csrc/nss_row.h: load choices, a knob for layout_sweep
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -523,7 +524,8 @@ def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, res
     # The CUDA kernel checks the call's tensors itself (dtypes, contiguity, 16-byte alignment) and launches nothing
     # when they do not suit it; Triton then takes the call.
     if cuda and _EXT.load().run_res_gate(x, residual, gate, weight if has_w else None, bias if has_b else None,
-                                         scale, shift, norm_type == "layer", float(eps), out, residual_out):
+                                         scale, shift, norm_type == "layer", float(eps), out, residual_out,
+                                         _CUDA_ROW_FLAGS):
         return out, residual_out
     if plan is not None:
         if residual is None:

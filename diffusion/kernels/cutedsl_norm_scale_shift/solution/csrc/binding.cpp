@@ -38,7 +38,7 @@ bool vector_of(const c10::optional<at::Tensor>& t, const at::Tensor& x, int64_t 
 bool run_res_gate(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& gate,
                   const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
                   const at::Tensor& scale, const at::Tensor& shift, bool layer, double eps, const at::Tensor& out,
-                  const at::Tensor& residual_out) {
+                  const at::Tensor& residual_out, int64_t flags) {
   kda_nss::DType xt, sct, sht;
   if (!x.is_cuda() || x.dim() != 3 || !dtype_of(x.scalar_type(), &xt) || xt == kda_nss::DType::kFP32 ||
       !x.is_contiguous() || !aligned16(x))
@@ -56,7 +56,7 @@ bool run_res_gate(const at::Tensor& x, const at::Tensor& residual, const at::Ten
   kda_nss::RowArgs a{x.data_ptr(), residual.data_ptr(), gate.data_ptr(),
                      weight.has_value() ? weight->data_ptr() : nullptr, bias.has_value() ? bias->data_ptr() : nullptr,
                      scale.data_ptr(), shift.data_ptr(), residual_out.data_ptr(), out.data_ptr(), M,
-                     static_cast<int>(D), static_cast<float>(eps), sct, sht};
+                     static_cast<int>(D), static_cast<float>(eps), sct, sht, static_cast<int>(flags)};
   kda_nss::launch_res_gate(a, xt, layer, c10::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;

@@ -72,9 +72,14 @@ __device__ __forceinline__ float scalar_of(const void* p, DType t) {
   }
 }
 
-__device__ __forceinline__ void load8(const float* p, float* f) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+// `plain`: an ordinary global load (through L1, as upstream's kernel loads); else the read-only path (ld.global.nc).
+__device__ __forceinline__ uint4 load16(const void* p, bool plain) {
+  return plain ? *reinterpret_cast<const uint4*>(p) : __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+__device__ __forceinline__ void load8(const float* p, float* f, bool plain) {
+  const uint4 ua = load16(p, plain), ub = load16(p + 4, plain);
+  const float4 a = *reinterpret_cast<const float4*>(&ua), b = *reinterpret_cast<const float4*>(&ub);
   f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
   f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
@@ -99,10 +104,13 @@ __global__ void __launch_bounds__(1024) res_gate_kernel(RowArgs a) {
   const int64_t row = blockIdx.x;
   const int col = threadIdx.x * kVec;
   const int64_t off = row * a.D + col;
+  const bool plain = a.flags & kPlainLoads, early_wb = a.flags & kEarlyWeights;
   float x[kVec], r[kVec], g[kVec], w[kVec], b[kVec];
-  Pack<T>::to_float(__ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.x) + off)), x);
-  Pack<T>::to_float(__ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.residual) + off)), r);
-  load8(static_cast<const float*>(a.gate) + off, g);
+  Pack<T>::to_float(load16(static_cast<const T*>(a.x) + off, plain), x);
+  Pack<T>::to_float(load16(static_cast<const T*>(a.residual) + off, plain), r);
+  load8(static_cast<const float*>(a.gate) + off, g, plain);
+  if (early_wb && a.weight) load8(static_cast<const float*>(a.weight) + col, w, plain);
+  if (early_wb && a.bias) load8(static_cast<const float*>(a.bias) + col, b, plain);
   float v[kVec], s = 0.f;
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
@@ -110,8 +118,8 @@ __global__ void __launch_bounds__(1024) res_gate_kernel(RowArgs a) {
     s += v[i];
   }
   *reinterpret_cast<uint4*>(static_cast<T*>(a.residual_out) + off) = Pack<T>::from_float(v);
-  if (a.weight) load8(static_cast<const float*>(a.weight) + col, w);
-  if (a.bias) load8(static_cast<const float*>(a.bias) + col, b);
+  if (!early_wb && a.weight) load8(static_cast<const float*>(a.weight) + col, w, plain);
+  if (!early_wb && a.bias) load8(static_cast<const float*>(a.bias) + col, b, plain);
   float mean = 0.f;
   if (LN) {
     mean = block_sum(s, red) / a.D;

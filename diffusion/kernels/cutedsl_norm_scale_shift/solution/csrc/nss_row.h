@@ -26,7 +26,13 @@ struct RowArgs {
   float eps;
   DType scale_type;
   DType shift_type;
+  int flags;  // kPlainLoads, kEarlyWeights
 };
+
+// Load choices (a knob for layout_sweep): ordinary global loads instead of the read-only path, and weight and bias
+// loaded with the row (before residual_out is stored) instead of after.
+constexpr int kPlainLoads = 1;
+constexpr int kEarlyWeights = 2;
 
 void launch_res_gate(const RowArgs& a, DType xt, bool layer, cudaStream_t stream);
 
