@@ -75,11 +75,8 @@ def _nss_layouts():
         *m._chunks(D), 1, w, m._PER_ROW in (sc_kind, sh_kind)))()} for w in (2, 8, 16)})
     # a register cap (Triton's maxnreg, 52945b7-nreg.json, ledger L0028) lost everywhere and is gone with its knob
     # store hints on y and residual_out (evict_first, .cs; ca04c2f-store.json, ledger L0029) are gone with their knob
-    # v8: the gated residual form through the CUDA row kernel (one CTA a row, D / 8 threads) at D = 3072 and 5120
-    out["cuda_row"] = {"_CUDA_ROW_D": (3072, 5120)}
-    for flags, name in ((1, "plain"), (2, "early_wb"), (3, "plain_early_wb")):
-        out[f"cuda_row_{name}"] = {"_CUDA_ROW_D": (3072, 5120), "_CUDA_ROW_FLAGS": flags}
-    out["triton_row"] = {"_CUDA_ROW_D": ()}
+    # v8, the CUDA row kernel of upstream's launch shape (fcef0f8-cuda-row.json, 95d824d-cuda-loads.json, ledger
+    # L0030), is gone with its knobs
     out["default"] = {}
     return m, out
 

@@ -22,9 +22,7 @@ before the modulation: only the stored outputs are rounded.
 
 v6: the chunked residual form stores residual_out with y, after the statistics (`_RES_OUT_LATE` says what it
 measured). v7: the residual form without a gate takes the chunks and the late store too where the padded block
-would pad D by more than a third (D = 5120; `_padded_res`). v8: the gated residual form (per-element fp32 gate, one
-scale and one shift value) at the D of `_CUDA_ROW_D` through a CUDA kernel of one CTA a row and D / 8 threads
-(csrc/nss_row.cu; `_cuda_row`).
+would pad D by more than a third (D = 5120; `_padded_res`).
 
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
@@ -32,13 +30,10 @@ no broadcast copy is made. A launch Plan is cached per input signature (shapes, 
 repeated call costs a dict lookup and the launch (kda.lean_launch): on the small rows (Qwen text, 19-55 tokens) the
 host path is the cost.
 """
-from pathlib import Path
-
 import torch
 import triton
 import triton.language as tl
 
-from kda.cuda_ext import CudaExtension
 from kda.lean_launch import LaunchCache, Plan, cdiv
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -67,15 +62,9 @@ _PADDED_RES_MAX_ROWS = 4096
 # A register cap for more programs an SM (Triton's maxnreg, 40-56) helped no residual row on the H200: on
 # wan_ti2v_selfattn_res, 0.985 of upstream, the best was 157.8 against 159.4 us, upstream 154.8
 # (docs/profile/h200/layout-sweep/52945b7-nreg.json, ledger L0028). Neither did evict_first or streaming (.cs) stores
-# of y and residual_out (ca04c2f-store.json, ledger L0029).
-
-# v8: the gated residual form (a per-element fp32 gate, one scale and one shift value: Wan's self-attention residual)
-# at these D through a CUDA kernel of one CTA a row and D / 8 threads (csrc/nss_row.cu), the launch shape of
-# upstream's kernel, which Triton cannot express where D / 256 is not a power of two (12 warps at D = 3072).
-_EXT = CudaExtension("kda_nss_row", Path(__file__).resolve().with_name("csrc"), ("binding.cpp", "nss_row.cu"),
-                     ("nss_row.h",))
-_CUDA_ROW_D = ()
-_CUDA_ROW_FLAGS = 0   # kPlainLoads (1) and kEarlyWeights (2) of csrc/nss_row.h: load choices, a knob for layout_sweep
+# of y and residual_out (ca04c2f-store.json, ledger L0029), nor a CUDA kernel of upstream's launch shape (one 384-thread
+# CTA a row, its load path and store order), which took the Triton kernel's time (fcef0f8-cuda-row.json,
+# 95d824d-cuda-loads.json, ledger L0030).
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -398,13 +387,6 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     return C, K, rows, warps, _PER_ROW in (sc_kind, sh_kind)
 
 
-def _cuda_row(D, dtype, g_kind, gate_dtype, sc_kind, sh_kind):
-    """Whether a residual call of this form takes v8's CUDA row kernel (on a GPU): 16-bit rows of a D in
-    _CUDA_ROW_D, a per-element fp32 gate, one scale and one shift value."""
-    return (D in _CUDA_ROW_D and dtype in (torch.float16, torch.bfloat16) and g_kind == _PER_ROW
-            and gate_dtype == torch.float32 and sc_kind == _ONE and sh_kind == _ONE)
-
-
 def _padded_res(M, g_kind, D):
     """Whether a residual call reads its rows as one masked power-of-two block (else as unpadded chunks)."""
     return M <= _PADDED_RES_MAX_ROWS or (g_kind == _NONE and 3 * (1 << (D - 1).bit_length()) <= 4 * D)
@@ -482,15 +464,13 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
             g = _modulation(gate, B, S, D, "gate")
     M = B * S
     if M == 0:
-        return None, False, False, False
+        return None, False, False
     is_ln = norm_type == "layer"
     # Upstream's LayerNorm applies its affine only when both weight and bias are given; its RMS path has no bias.
     has_w = weight is not None and (bias is not None or not is_ln)
     has_b = is_ln and weight is not None and bias is not None
     # fp32 rows are judged at 1e-5: they take the two-pass statistics with fp64 sums.
     precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
-    cuda = x.is_cuda and has_res and _cuda_row(D, x.dtype, g[3], gate.dtype if gate is not None else None, sc[3],
-                                               sh[3])
     C, K, rows, warps, prefetch = _layout(D, M, has_res, g[3], sc[3], sh[3])
     late = _RES_OUT_LATE and has_res and not _padded_res(M, g[3], D)
     tensors = (out, residual_out if has_res else x, x, residual if has_res else x,
@@ -502,7 +482,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
          late),
         warps,
-    ), has_w, has_b, cuda
+    ), has_w, has_b
 
 
 # Launch plans by input signature: a repeated call (the production case) skips validation and layout analysis.
@@ -517,16 +497,10 @@ def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, res
     key = (_sig(x), _sig(residual), _sig(gate), _sig(weight), _sig(bias), _sig(scale), _sig(shift), norm_type,
            _sig(out), _sig(residual_out))
     try:
-        plan, has_w, has_b, cuda = _plans[key]
+        plan, has_w, has_b = _plans[key]
     except KeyError:
-        plan, has_w, has_b, cuda = _plans[key] = _plan(x, residual, gate, weight, bias, scale, shift, norm_type,
-                                                       out, residual_out)
-    # The CUDA kernel checks the call's tensors itself (dtypes, contiguity, 16-byte alignment) and launches nothing
-    # when they do not suit it; Triton then takes the call.
-    if cuda and _EXT.load().run_res_gate(x, residual, gate, weight if has_w else None, bias if has_b else None,
-                                         scale, shift, norm_type == "layer", float(eps), out, residual_out,
-                                         _CUDA_ROW_FLAGS):
-        return out, residual_out
+        plan, has_w, has_b = _plans[key] = _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out,
+                                                 residual_out)
     if plan is not None:
         if residual is None:
             r = ro = g = x
