@@ -15,7 +15,10 @@ hand, three ledger references once ended up on the wrong file. Here:
    call did not write, as it travelled; taking in calls out of order, one of those would otherwise replace a newer
    file taken in from a later call (it happened on 2026-11-26). Such a file is listed as kept;
 3. profile files that are new or changed are copied;
-4. nothing is written unless every check passes (the tar is read whole and every results file parsed first).
+4. a results file taken in must name a commit of this repository in its provenance (checked where the repository is
+   a git work tree): a typed `KDA_COMMIT`, or one read from the GPU machine's stale `.git`, named a commit that does
+   not exist or is not the tree measured (2026-11-26), and `kda verify` found out only after the file was committed;
+5. nothing is written unless every check passes (the tar is read whole and every results file parsed first).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kda import ledger
+from kda import gitutil, ledger
 from kda.archive import archive
 from kda.errors import KdaError
 from kda.report import load_results
@@ -112,6 +115,9 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
             results.append(f)
         elif here.read_bytes() != f.read_bytes():
             (results if new_time > _measured_at(here) else kept).append(f)
+    if results and gitutil.ok("rev-parse", "--is-inside-work-tree", cwd=dst):
+        for f in results:
+            _check_commit(f, dst, tar_path)
     new = []
     remote = src / "docs" / "ledger.jsonl"
     if remote.exists():
@@ -128,6 +134,18 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
         if f.is_file() and (not here.exists() or here.read_bytes() != f.read_bytes()):
             profiles.append((f, here))
     return {"src": src, "dst": dst, "results": results, "kept": kept, "ledger": new, "profiles": profiles}
+
+
+def _check_commit(path: Path, dst: Path, tar_path: Path) -> None:
+    """Raises, naming the file and the commit, when the provenance's commit is not a commit of the repository."""
+    commit = load_results(path).provenance.get("commit")
+    if not isinstance(commit, str) or not commit:
+        return  # a run outside git records none; kda verify reports such files
+    if not gitutil.ok("cat-file", "-e", f"{commit}^{{commit}}", cwd=dst):
+        name = dst.name + "/results/" + path.name
+        raise KdaError(f"{tar_path}: {name} names commit {commit}, which is not a commit of this repository; "
+                       f"nothing was taken in. Measure again with KDA_COMMIT set to `git rev-parse HEAD` run here "
+                       f"(not typed, and not read from the GPU machine's copy of .git)")
 
 
 def _measured_at(path: Path) -> str:

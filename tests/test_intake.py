@@ -175,3 +175,31 @@ def test_a_hard_link_to_anything_else_is_refused(repo):
                (f"{TASK}/docs/profile/h100/x.json", "etc/passwd"))
     with pytest.raises(KdaError, match="not a plain path"):
         intake(tar, root)
+
+
+def _git(cwd, *args):
+    import subprocess
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": __import__("os").environ["PATH"]})
+
+
+def test_a_results_file_naming_no_commit_of_the_repository_is_refused(repo):
+    """In a git work tree, a results file taken in must name one of its commits: a typed KDA_COMMIT, or one read
+    from the GPU machine's stale .git, would otherwise be found only by kda verify, after it was committed."""
+    import subprocess
+    root, travelled, old = repo
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "tree")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    typo = head[:8] + ("0" if head[8] != "0" else "1") + head[9:]
+    bad = _results_text(typo, "new", "2026-11-25T11:30:00Z")
+    tar = _tar(root, {f"{TASK}/results/h100.jsonl": bad, f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
+    with pytest.raises(KdaError, match=f"h100.jsonl names commit {typo}.*not a commit of this repository"):
+        intake(tar, root)
+    assert (root / TASK / "results" / "h100.jsonl").read_text() == old  # nothing written
+    good = _results_text(head, "new", "2026-11-25T11:30:00Z")
+    tar = _tar(root, {f"{TASK}/results/h100.jsonl": good, f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
+    [got] = intake(tar, root)
+    assert got.results == [root / TASK / "results" / "h100.jsonl"]
