@@ -15,9 +15,10 @@ hand, three ledger references once ended up on the wrong file. Here:
    call did not write, as it travelled; taking in calls out of order, one of those would otherwise replace a newer
    file taken in from a later call (it happened on 2026-11-26). Such a file is listed as kept;
 3. profile files that are new or changed are copied;
-4. a results file taken in must name a commit of this repository in its provenance (checked where the repository is
-   a git work tree): a typed `KDA_COMMIT`, or one read from the GPU machine's stale `.git`, named a commit that does
-   not exist or is not the tree measured (2026-11-26), and `kda verify` found out only after the file was committed;
+4. a results file taken in must name a commit of this repository that holds the sources it records (checked where
+   the repository is a git work tree, as `kda verify` checks them): a typed `KDA_COMMIT`, or one read from the GPU
+   machine's stale `.git`, named a commit that does not exist or is not the tree measured (2026-11-26), and
+   `kda verify` found out only after the file was committed;
 5. nothing is written unless every check passes (the tar is read whole and every results file parsed first).
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kda import gitutil, ledger
 from kda.archive import archive
 from kda.errors import KdaError
 from kda.report import load_results
+from kda.verify import VERIFIED, Blobs, verify_file
 
 
 @dataclass
@@ -137,15 +139,25 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
 
 
 def _check_commit(path: Path, dst: Path, tar_path: Path) -> None:
-    """Raises, naming the file and the commit, when the provenance's commit is not a commit of the repository."""
+    """Raises, naming the file, the commit and what is wrong with it, when the provenance's commit is not a commit
+    of the repository or does not hold the candidate and harness files the results file records."""
     commit = load_results(path).provenance.get("commit")
     if not isinstance(commit, str) or not commit:
         return  # a run outside git records none; kda verify reports such files
-    if not gitutil.ok("cat-file", "-e", f"{commit}^{{commit}}", cwd=dst):
-        name = dst.name + "/results/" + path.name
-        raise KdaError(f"{tar_path}: {name} names commit {commit}, which is not a commit of this repository; "
-                       f"nothing was taken in. Measure again with KDA_COMMIT set to `git rev-parse HEAD` run here "
-                       f"(not typed, and not read from the GPU machine's copy of .git)")
+    blobs = Blobs(gitutil.toplevel(dst))
+    try:
+        if not blobs.is_commit(commit):
+            problem = "which is not a commit of this repository"
+        else:
+            verdict = verify_file(path, blobs, [])
+            if verdict.status == VERIFIED or not verdict.differing:
+                return
+            problem = f"whose files differ from the ones it measured ({', '.join(verdict.differing[:3])})"
+    finally:
+        blobs.close()
+    raise KdaError(f"{tar_path}: {dst.name}/results/{path.name} names commit {commit}, {problem}; nothing was taken "
+                   f"in. Measure again with KDA_COMMIT set to `git rev-parse HEAD` run here (not typed, and not read "
+                   f"from the GPU machine's copy of .git)")
 
 
 def _measured_at(path: Path) -> str:

@@ -203,3 +203,33 @@ def test_a_results_file_naming_no_commit_of_the_repository_is_refused(repo):
     tar = _tar(root, {f"{TASK}/results/h100.jsonl": good, f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
     [got] = intake(tar, root)
     assert got.results == [root / TASK / "results" / "h100.jsonl"]
+
+
+def test_a_results_file_whose_commit_holds_other_sources_is_refused(repo):
+    """The GPU machine's stale .git named an old commit that exists: the sources recorded in the file tell that it
+    is not the tree measured."""
+    import subprocess
+    root, travelled, old = repo
+    cand = root / TASK / "solution.py"
+    cand.write_text("v1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "v1")
+    first = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    cand.write_text("v2\n")
+    _git(root, "commit", "-qam", "v2")
+    measured = {f"{TASK}/solution.py": hashlib.sha256(b"v2\n").hexdigest()}
+
+    def results(commit):
+        head = {"type": "provenance", "commit": commit, "gpu_slug": "h100", "time_utc": "2026-11-25T11:30:00Z",
+                "sources": {"candidate": measured, "harness": {}}}
+        return "".join(json.dumps(x) + "\n" for x in (head, {"type": "row", "id": "r1"}, {"type": "summary"}))
+
+    tar = _tar(root, {f"{TASK}/results/h100.jsonl": results(first), f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
+    with pytest.raises(KdaError, match=f"names commit {first}, whose files differ.*solution.py"):
+        intake(tar, root)
+    assert (root / TASK / "results" / "h100.jsonl").read_text() == old
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    tar = _tar(root, {f"{TASK}/results/h100.jsonl": results(head), f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
+    [got] = intake(tar, root)
+    assert got.results == [root / TASK / "results" / "h100.jsonl"]
