@@ -16,9 +16,9 @@ hand, three ledger references once ended up on the wrong file. Here:
    file taken in from a later call (it happened on 2026-11-26). Such a file is listed as kept;
 3. profile files that are new or changed are copied;
 4. a results file taken in must name a commit of this repository that holds the sources it records (checked where
-   the repository is a git work tree, as `kda verify` checks them): a typed `KDA_COMMIT`, or one read from the GPU
-   machine's stale `.git`, named a commit that does not exist or is not the tree measured (2026-11-26), and
-   `kda verify` found out only after the file was committed;
+   the repository is a git work tree, as `kda verify` checks them). On 2026-11-26 a typed `KDA_COMMIT` named no
+   commit and one read from the GPU machine's stale `.git` named an old one; only `kda verify`, run after intake,
+   told;
 5. nothing is written unless every check passes (the tar is read whole and every results file parsed first).
 """
 from __future__ import annotations
