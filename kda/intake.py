@@ -109,17 +109,21 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
     the new ledger lines validate against the local ledger."""
     if not (dst / "docs" / "ledger.jsonl").exists() and not (dst / "task.toml").exists():
         raise KdaError(f"{tar_path}: {dst} is not a task folder here")
-    results, kept = [], []
+    results, kept, commits = [], [], {}
     for f in sorted((src / "results").glob("*.jsonl")):
-        new_time = _measured_at(f)
+        provenance = _provenance(f)
         here = dst / "results" / f.name
-        if not here.exists():
-            results.append(f)
-        elif here.read_bytes() != f.read_bytes():
-            (results if new_time > _measured_at(here) else kept).append(f)
+        if here.exists():
+            if here.read_bytes() == f.read_bytes():
+                continue
+            if provenance["time_utc"] <= _provenance(here)["time_utc"]:
+                kept.append(f)
+                continue
+        results.append(f)
+        commits[f] = provenance.get("commit")
     if results and gitutil.ok("rev-parse", "--is-inside-work-tree", cwd=dst):
         for f in results:
-            _check_commit(f, dst, tar_path)
+            _check_commit(f, commits[f], dst, tar_path)
     new = []
     remote = src / "docs" / "ledger.jsonl"
     if remote.exists():
@@ -138,10 +142,9 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
     return {"src": src, "dst": dst, "results": results, "kept": kept, "ledger": new, "profiles": profiles}
 
 
-def _check_commit(path: Path, dst: Path, tar_path: Path) -> None:
-    """Raises, naming the file, the commit and what is wrong with it, when the provenance's commit is not a commit
-    of the repository or does not hold the candidate and harness files the results file records."""
-    commit = load_results(path).provenance.get("commit")
+def _check_commit(path: Path, commit, dst: Path, tar_path: Path) -> None:
+    """Raises, naming the file, the commit and what is wrong with it, when `commit` (the file's provenance's) is not
+    a commit of the repository or does not hold the candidate and harness files the results file records."""
     if not isinstance(commit, str) or not commit:
         return  # a run outside git records none; kda verify reports such files
     blobs = Blobs(gitutil.toplevel(dst))
@@ -160,13 +163,14 @@ def _check_commit(path: Path, dst: Path, tar_path: Path) -> None:
                    f"from the GPU machine's copy of .git)")
 
 
-def _measured_at(path: Path) -> str:
-    """The provenance line's time_utc (ISO 8601 UTC, so strings order as times); raises, naming the file, on a file
-    that is not a results file."""
-    time_utc = load_results(path).provenance.get("time_utc")
+def _provenance(path: Path) -> dict:
+    """The provenance line of a results file, with a time_utc (ISO 8601 UTC, so strings order as times); raises,
+    naming the file, on a file that is not a results file or has no measurement time."""
+    provenance = load_results(path).provenance
+    time_utc = provenance.get("time_utc")
     if not isinstance(time_utc, str) or not time_utc:
         raise KdaError(f"{path}: the provenance line (line 1) has no time_utc")
-    return time_utc
+    return provenance
 
 
 def _apply(plan: dict, label: str | None) -> Intake:
