@@ -66,6 +66,13 @@ _PADDED_RES_MAX_ROWS = 4096
 # CTA a row, its load path and store order), which took the Triton kernel's time (fcef0f8-cuda-row.json,
 # 95d824d-cuda-loads.json, ledger L0030).
 
+# Sweep knobs for wan_ti2v_selfattn_res (ledger L0031): residual loaded before x, as upstream orders its loads
+# (_RES_FIRST); weight and bias loaded with the row, before the statistics, and held in registers (_EARLY_WB); per-row
+# modulation (gate, scale, shift) loaded past L1 like the streamed x and residual (_MOD_CG).
+_RES_FIRST = False
+_EARLY_WB = False
+_MOD_CG = False
+
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
 
@@ -103,14 +110,15 @@ def _zero_tail(val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr):
+def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr,
+         MOD_CG: tl.constexpr):
     """Chunk j of a modulation operand for this row (ptr already points at the row's own vector for per-row kinds):
     0.0 when absent, one value, or a vector load, which for shared operands comes from L1."""
     v = 0.0
     if KIND == 1:
         v = tl.load(ptr).to(tl.float32)
     elif KIND != 0:
-        v = _ld(ptr, j, D, C, MASKED, False)
+        v = _ld(ptr, j, D, C, MASKED, MOD_CG and KIND == 3)
     if PLUS1:
         v = 1.0 + v
     return v
@@ -118,13 +126,19 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr,
+            RES_FIRST: tl.constexpr, MOD_CG: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x."""
+    r = 0.0
+    if HAS_RES and RES_FIRST:
+        r = _ld(ro, j, D, C, MASKED, STREAM)
     v = _ld(xo, j, D, C, MASKED, STREAM)
     if HAS_RES:
         if G_KIND != 0:
-            v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
-        v = v + _ld(ro, j, D, C, MASKED, STREAM)
+            v = v * _mod(go, j, D, C, MASKED, G_KIND, False, MOD_CG)
+        if not RES_FIRST:
+            r = _ld(ro, j, D, C, MASKED, STREAM)
+        v = v + r
         if not LATE:
             _st(oo, v, j, D, C, MASKED)
     return v
@@ -132,30 +146,43 @@ def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.cons
 
 @triton.jit
 def _mods(sco, sho, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, SC_KIND: tl.constexpr,
-          SH_KIND: tl.constexpr):
+          SH_KIND: tl.constexpr, MOD_CG: tl.constexpr):
     """(1 + scale, shift) of chunk j of this row."""
-    return _mod(sco, j, D, C, MASKED, SC_KIND, True), _mod(sho, j, D, C, MASKED, SH_KIND, False)
+    return _mod(sco, j, D, C, MASKED, SC_KIND, True, MOD_CG), _mod(sho, j, D, C, MASKED, SH_KIND, False, MOD_CG)
 
 
 @triton.jit
 def _row_mods(sco, sho, D, C: tl.constexpr, K: tl.constexpr, M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr,
-              M3: tl.constexpr, M4: tl.constexpr, SC_KIND: tl.constexpr, SH_KIND: tl.constexpr):
+              M3: tl.constexpr, M4: tl.constexpr, SC_KIND: tl.constexpr, SH_KIND: tl.constexpr, MOD_CG: tl.constexpr):
     """(1 + scale, shift) of each of the row's K chunks (0.0 past K)."""
     a1, h1, a2, h2, a3, h3, a4, h4 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
+    a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND, MOD_CG)
     if K > 1:
-        a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
+        a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND, MOD_CG)
     if K > 2:
-        a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
+        a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND, MOD_CG)
     if K > 3:
-        a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
+        a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND, MOD_CG)
     if K > 4:
-        a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
+        a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND, MOD_CG)
     return a0, h0, a1, h1, a2, h2, a3, h3, a4, h4
 
 
 @triton.jit
-def _row_out(yo, oo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
+def _wb(w_ptr, b_ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, HAS_W: tl.constexpr,
+        HAS_B: tl.constexpr):
+    """Chunk j of (weight, bias): 1.0 and 0.0 where absent."""
+    w = 1.0
+    b = 0.0
+    if HAS_W:
+        w = _ld(w_ptr, j, D, C, MASKED, False)
+    if HAS_B:
+        b = _ld(b_ptr, j, D, C, MASKED, False)
+    return w, b
+
+
+@triton.jit
+def _row_out(yo, oo, v, mean, rstd, w, b, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
              IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr):
     """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store)."""
     if RES_OUT:
@@ -165,9 +192,9 @@ def _row_out(yo, oo, v, mean, rstd, w_ptr, b_ptr, a, sh, j: tl.constexpr, D, C: 
     else:
         n = v * rstd
     if HAS_W:
-        n = n * _ld(w_ptr, j, D, C, MASKED, False)
+        n = n * w
     if HAS_B:
-        n = n + _ld(b_ptr, j, D, C, MASKED, False)
+        n = n + b
     _st(yo, n * a + sh, j, D, C, MASKED)
 
 
@@ -186,7 +213,7 @@ def _nss_kernel(
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
     C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr, STREAM: tl.constexpr,
-    LATE: tl.constexpr,
+    LATE: tl.constexpr, RES_FIRST: tl.constexpr, EARLY_WB: tl.constexpr, MOD_CG: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -217,20 +244,30 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
+            if EARLY_WB:
+                w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
+                if K > 1:
+                    w1, b1 = _wb(w_ptr, b_ptr, 1, D, C, M1, HAS_W, HAS_B)
+                if K > 2:
+                    w2, b2 = _wb(w_ptr, b_ptr, 2, D, C, M2, HAS_W, HAS_B)
+                if K > 3:
+                    w3, b3 = _wb(w_ptr, b_ptr, 3, D, C, M3, HAS_W, HAS_B)
+                if K > 4:
+                    w4, b4 = _wb(w_ptr, b_ptr, 4, D, C, M4, HAS_W, HAS_B)
             if PREFETCH:
                 # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
                 # are in flight together with x's instead of after them.
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
-                                                                          SH_KIND)
+                                                                          SH_KIND, MOD_CG)
 
             mean = 0.0
             if IS_LN and PRECISE:
@@ -320,20 +357,30 @@ def _nss_kernel(
 
             if not PREFETCH:
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
-                                                                          SH_KIND)
-            _row_out(yo, oo, v0, mean, rstd, w_ptr, b_ptr, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                                                                          SH_KIND, MOD_CG)
+            if not EARLY_WB:
+                w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
+            _row_out(yo, oo, v0, mean, rstd, w0, b0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
+                     HAS_RES and LATE)
             if K > 1:
-                _row_out(yo, oo, v1, mean, rstd, w_ptr, b_ptr, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
+                if not EARLY_WB:
+                    w1, b1 = _wb(w_ptr, b_ptr, 1, D, C, M1, HAS_W, HAS_B)
+                _row_out(yo, oo, v1, mean, rstd, w1, b1, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
                          HAS_RES and LATE)
             if K > 2:
-                _row_out(yo, oo, v2, mean, rstd, w_ptr, b_ptr, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
+                if not EARLY_WB:
+                    w2, b2 = _wb(w_ptr, b_ptr, 2, D, C, M2, HAS_W, HAS_B)
+                _row_out(yo, oo, v2, mean, rstd, w2, b2, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
                          HAS_RES and LATE)
             if K > 3:
-                _row_out(yo, oo, v3, mean, rstd, w_ptr, b_ptr, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
+                if not EARLY_WB:
+                    w3, b3 = _wb(w_ptr, b_ptr, 3, D, C, M3, HAS_W, HAS_B)
+                _row_out(yo, oo, v3, mean, rstd, w3, b3, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
                          HAS_RES and LATE)
             if K > 4:
-                _row_out(yo, oo, v4, mean, rstd, w_ptr, b_ptr, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
+                if not EARLY_WB:
+                    w4, b4 = _wb(w_ptr, b_ptr, 4, D, C, M4, HAS_W, HAS_B)
+                _row_out(yo, oo, v4, mean, rstd, w4, b4, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
                          HAS_RES and LATE)
 
 
@@ -480,7 +527,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
-         late),
+         late, _RES_FIRST, _EARLY_WB, _MOD_CG),
         warps,
     ), has_w, has_b
 

@@ -1,0 +1,160 @@
+"""Whether a row's time gap between the upstream baseline and the candidate follows the kernels, the buffers they
+touch, or the calls around them.
+
+Each case is timed by CUDA-graph replay (median over replays, per call) and, where it names kernels, by
+torch.profiler's per-kernel GPU time (kernels only: no gaps, no launch path):
+- baseline / candidate: as layout_sweep.py times them (the candidate writes the harness's preallocated outputs, the
+  baseline allocates its own);
+- candidate_into_baseline_outputs: the candidate writes the very tensors one baseline call returned;
+- candidate_fresh_outputs: the candidate allocates its outputs as the baseline does;
+- moved_inputs: both arms again on copies of the inputs placed after a spacer of odd size;
+- alternating: one graph of baseline, candidate, baseline, candidate...: each kernel after the other arm's.
+`--sequence` only launches, for a profiler to sample: one warm-up call of each arm, then the baseline four times,
+the candidate four times and the two alternating twice, back to back (ncu's `--launch-skip 2 --launch-count 12`).
+Only for diagnosis (ledger entries cite the JSON it writes); the numbers a campaign reports come from `kda bench`.
+
+    python3 scripts/arm_placement.py cutedsl_norm_scale_shift --row ROW --out placement.json
+"""
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from layout_sweep import row_inputs, upstream_entry_points, worst_norm_err  # noqa: E402
+
+from kda.task import Task  # noqa: E402
+
+
+def graph_us(steps, calls=10, replays=15) -> float:
+    """Median per-step time of `calls` repetitions of `steps` (callables run in order) captured in one graph."""
+    def step():
+        for f in steps:
+            f()
+    step()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            step()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def kernel_us(steps, calls=20) -> dict:
+    """Mean GPU time per launch of every kernel the steps launch, back to back on one stream."""
+    from torch.profiler import ProfilerActivity, profile
+    for f in steps:
+        f()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            for f in steps:
+                f()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+        if total > 0 and e.count:
+            out[e.key[:60]] = round(total / e.count, 2)
+    return out
+
+
+def _moved(inp: dict) -> dict:
+    """Copies of the inputs at new addresses: a spacer of an odd size first, so no copy keeps its old alignment to
+    the others beyond the allocator's own."""
+    spacer = torch.empty((3 << 20) + 4096 + 512, dtype=torch.uint8, device="cuda")
+    moved = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    moved["_spacer"] = spacer
+    return moved
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("task")
+    ap.add_argument("--row", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--sequence", action="store_true", help="only launch the profiling sequence (see above)")
+    args = ap.parse_args(argv)
+    torch.set_grad_enabled(False)
+    task = Task.load(args.task)
+    sol, ad = task.load_solution(), task.adapter
+    upstream = upstream_entry_points(task)
+    tol = task.cfg["check"]["tolerance"]
+    row, inp = row_inputs(task, args.row)
+    ref = task.oracle.reference(row, inp)
+    specs = ad.output_specs(row, inp)
+
+    def empty_outs():
+        return {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
+
+    def base(i):
+        return lambda: ad.call_baseline(upstream, row, i, None)
+
+    def cand(i, o):
+        return lambda: ad.call_candidate(sol, row, i, o)
+
+    out = empty_outs()
+    if args.sequence:
+        b, c = base(inp), cand(inp, out)
+        for f in [b, c] + [b] * 4 + [c] * 4 + [b, c] * 2:
+            f()
+        torch.cuda.synchronize()
+        return
+    kept = base(inp)()  # the baseline's own outputs, kept alive for the candidate to write
+    fresh = {}
+
+    def cand_fresh():
+        fresh.clear()
+        fresh.update({k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()})
+        return ad.call_candidate(sol, row, inp, fresh)
+
+    moved = _moved(inp)
+    out_moved = empty_outs()
+    cases = {
+        "baseline": [base(inp)],
+        "candidate": [cand(inp, out)],
+        "candidate_into_baseline_outputs": [cand(inp, kept)],
+        "candidate_fresh_outputs": [cand_fresh],
+        "baseline_moved_inputs": [base(moved)],
+        "candidate_moved_inputs": [cand(moved, out_moved)],
+        "alternating": [base(inp), cand(inp, out)],
+    }
+    # every candidate case must still be correct, or its time means nothing
+    errs = {}
+    for name, o in (("candidate", out), ("candidate_into_baseline_outputs", kept), ("candidate_moved_inputs",
+                                                                                     out_moved)):
+        ad.call_candidate(sol, row, moved if "moved" in name else inp, o)
+        errs[name] = worst_norm_err(o, ref, specs, tol)
+    rec = {"row": args.row, "worst_norm_err": errs, "graph_us": {}, "kernel_us": {}}
+    order = list(cases) * 2  # each case twice, the second pass in the same order: drift shows as a difference
+    for i, name in enumerate(order):
+        key = name if i < len(cases) else name + "#2"
+        rec["graph_us"][key] = graph_us(cases[name])
+        print(f"{key}: {rec['graph_us'][key]:.2f} us per step", flush=True)
+    for name in ("baseline", "candidate", "alternating"):
+        rec["kernel_us"][name] = kernel_us(cases[name])
+        print(f"{name} kernels: {rec['kernel_us'][name]}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"task": args.task, "gpu": torch.cuda.get_device_name(), "rows": [rec]}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
