@@ -84,9 +84,13 @@ def _nss_layouts():
              "cg": {"_STREAM_CG": True}}
     knobs["all4"] = {k: v for patch in list(knobs.values()) for k, v in patch.items()}
     knobs["cg_mod_cg"] = {"_STREAM_CG": True, "_MOD_CG": True}
+    knobs["ewb_mcg"] = {"_EARLY_WB": True, "_MOD_CG": True}
+    knobs["ewb_cg_mcg"] = {"_EARLY_WB": True, "_STREAM_CG": True, "_MOD_CG": True}
     for name, patch in knobs.items():
         out[name] = patch
         out[name + "_w8"] = {**patch, **w8}
+    out["all4_w16"] = {**knobs["all4"], **out["chunk_w16"]}
+    out["all4_w8_early"] = {**knobs["all4"], **w8, "_RES_OUT_LATE": False}
     out["default"] = {}
     return m, out
 
