@@ -77,20 +77,8 @@ def _nss_layouts():
     # store hints on y and residual_out (evict_first, .cs; ca04c2f-store.json, ledger L0029) are gone with their knob
     # v8, the CUDA row kernel of upstream's launch shape (fcef0f8-cuda-row.json, 95d824d-cuda-loads.json, ledger
     # L0030), is gone with its knobs
-    # L0031: residual before x (upstream's load order), weight and bias with the row, per-row modulation past L1,
-    # x and residual past L1 (.cg); each alone and all together, at the default warps and at 8
-    w8 = out["chunk_w8"]
-    knobs = {"res_first": {"_RES_FIRST": True}, "early_wb": {"_EARLY_WB": True}, "mod_cg": {"_MOD_CG": True},
-             "cg": {"_STREAM_CG": True}}
-    knobs["all4"] = {k: v for patch in list(knobs.values()) for k, v in patch.items()}
-    knobs["cg_mod_cg"] = {"_STREAM_CG": True, "_MOD_CG": True}
-    knobs["ewb_mcg"] = {"_EARLY_WB": True, "_MOD_CG": True}
-    knobs["ewb_cg_mcg"] = {"_EARLY_WB": True, "_STREAM_CG": True, "_MOD_CG": True}
-    for name, patch in knobs.items():
-        out[name] = patch
-        out[name + "_w8"] = {**patch, **w8}
-    out["all4_w16"] = {**knobs["all4"], **out["chunk_w16"]}
-    out["all4_w8_early"] = {**knobs["all4"], **w8, "_RES_OUT_LATE": False}
+    # L0031's knobs (residual before x, weight and bias with the row, per-row modulation past L1, and combinations;
+    # 5b1129e-knobs.json, c57f27c-knobs2.json, c57f27c-knobs3.json) are gone: v9 took what helped as layout rules
     out["default"] = {}
     return m, out
 

@@ -105,8 +105,9 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
 
 # The candidate under Triton's interpreter (a fresh process: the interpreter is chosen when kernels are defined) on
 # the layouts no CPU row reaches: the residual form without a gate at a D that is not a power of two (one masked
-# block per row), and per-row gate, scale and shift (loaded before the reduction); with
-# residual_out stored early (v5) and late (v6).
+# block per row), per-row gate, scale and shift (loaded before the reduction), and a per-token fp32 gate with fp32
+# weight and bias (Wan TI2V's self-attention form: 8 warps, weight and bias loaded with the row in the chunked form);
+# with residual_out stored early (v5) and late (v6).
 _PROBE = textwrap.dedent("""
     import torch
     from kda.task import Task
@@ -117,8 +118,12 @@ _PROBE = textwrap.dedent("""
     rn = lambda *shape: torch.randn(*shape, generator=g).to(torch.bfloat16)
     row = next(r for r in task.rows if r.function == "fused_scale_residual_norm_scale_shift"
                and r.scalars["norm_type"] == "layer")
-    cases = {"no gate, shared fp32 scale/shift": dict(gate=None, scale=rn(1, 1, D).float(), shift=rn(1, 1, D).float()),
-             "per-row gate, scale, shift": dict(gate=rn(B, S, D), scale=rn(B, S, D), shift=rn(B, S, D))}
+    cases = {"no gate, shared fp32 scale/shift": dict(gate=None, scale=rn(1, 1, D).float(), shift=rn(1, 1, D).float(),
+                                                      weight=None, bias=None),
+             "per-row gate, scale, shift": dict(gate=rn(B, S, D), scale=rn(B, S, D), shift=rn(B, S, D), weight=None,
+                                                bias=None),
+             "per-token fp32 gate, fp32 affine": dict(gate=rn(B, S, D).float(), scale=rn(1), shift=rn(1),
+                                                      weight=rn(D).float(), bias=rn(D).float())}
     import sys
     impl = sys.modules[sol.__name__ + ".norm_scale_shift"]
     # with the gated rows chunked too (no padded block for them: _PADDED_RES_MAX_ROWS 0), residual_out stored early
@@ -127,14 +132,18 @@ _PROBE = textwrap.dedent("""
         impl._RES_OUT_LATE, impl._PADDED_RES_MAX_ROWS = late, padded_max
         impl._plans.clear()
         for name, mod in cases.items():
-            inp = dict(residual=rn(B, S, D), x=rn(B, S, D), weight=None, bias=None, **mod)
-            y, r = sol.fused_scale_residual_norm_scale_shift(inp["residual"], inp["x"], inp["gate"], None, None,
-                                                             inp["scale"], inp["shift"], "layer",
+            inp = dict(residual=rn(B, S, D), x=rn(B, S, D), **mod)
+            y, r = sol.fused_scale_residual_norm_scale_shift(inp["residual"], inp["x"], inp["gate"], inp["weight"],
+                                                             inp["bias"], inp["scale"], inp["shift"], "layer",
                                                              float(row.scalars["eps"]))
             ref = task.oracle.reference(row, inp)
             for k, got in (("y", y), ("residual_out", r)):
                 err = (got.float() - ref[k]).abs()
                 assert bool((err <= 2e-2 + 1e-2 * ref[k].abs()).all()), (late, padded_max, name, k, float(err.max()))
+            if name.startswith("per-token") and padded_max == 0:
+                plan = list(impl._plans.values())[-1][0]
+                # chunked, 8 warps; weight and bias with the row exactly when residual_out is stored late
+                assert plan.num_warps == 8 and plan.constexprs[-1] is late, (plan.num_warps, plan.constexprs)
     print("ok")
 """)
 

@@ -1,4 +1,4 @@
-"""Candidate v7b for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v9 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
@@ -22,7 +22,9 @@ before the modulation: only the stored outputs are rounded.
 
 v6: the chunked residual form stores residual_out with y, after the statistics (`_RES_OUT_LATE` says what it
 measured). v7: the residual form without a gate takes the chunks and the late store too where the padded block
-would pad D by more than a third (D = 5120; `_padded_res`).
+would pad D by more than a third (D = 5120; `_padded_res`). v9: the chunked residual form loads weight and bias with
+the row, before the statistics (EARLY_WB); per-row modulation skips L1; a per-row gate takes 8 warps (`_V9` says
+what each measured).
 
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
@@ -66,12 +68,17 @@ _PADDED_RES_MAX_ROWS = 4096
 # CTA a row, its load path and store order), which took the Triton kernel's time (fcef0f8-cuda-row.json,
 # 95d824d-cuda-loads.json, ledger L0030).
 
-# Sweep knobs for wan_ti2v_selfattn_res (ledger L0031): residual loaded before x, as upstream orders its loads
-# (_RES_FIRST); weight and bias loaded with the row, before the statistics, and held in registers (_EARLY_WB); per-row
-# modulation (gate, scale, shift) loaded past L1 like the streamed x and residual (_MOD_CG).
-_RES_FIRST = False
-_EARLY_WB = False
-_MOD_CG = False
+# v9 (ledger L0031), H200 graph replay (docs/profile/h200/layout-sweep/5b1129e-knobs.json, c57f27c-knobs2.json and
+# c57f27c-knobs3.json; upstream in brackets). ncu of wan_ti2v_selfattn_res back to back (5b1129e-ncu-seq.csv) had
+# the same DRAM bytes on both sides but about 1.0 M more L2 read sectors for v7b, all hits: weight and bias pushed out
+# of L1 by the streamed rows and fetched again after the statistics. Loading them with the row (EARLY_WB) took
+# wan_ti2v_selfattn_res 158.2 -> 156.5 us (154.9) and wan_t2v_selfattn_res 372.6 -> 366.8 (437.9); with 8 warps and
+# the per-token gate past L1, wan_ti2v_selfattn_res took 155.8 (157.3 against 157.5 back to back, the device_us
+# method). Per-row scale/shift past L1 moved the other per-row rows by at most 0.3 us either way; loading residual
+# before x (upstream's order) moved nothing; x and residual past L1 cost the D = 5120 cross-attention rows 0.5%.
+# scripts/arm_placement.py (5b1129e-placement.json) had ruled out the buffers: v7b took the same time writing into
+# upstream's own outputs, into fresh ones, and on inputs moved to new addresses.
+_V9 = "L0031"
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -110,15 +117,15 @@ def _zero_tail(val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr,
-         MOD_CG: tl.constexpr):
+def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: tl.constexpr, PLUS1: tl.constexpr):
     """Chunk j of a modulation operand for this row (ptr already points at the row's own vector for per-row kinds):
-    0.0 when absent, one value, or a vector load, which for shared operands comes from L1."""
+    0.0 when absent, one value, or a vector load, which for shared operands comes from L1. A per-row operand is
+    read once and skips L1 (.cg), leaving it to the shared ones (v9)."""
     v = 0.0
     if KIND == 1:
         v = tl.load(ptr).to(tl.float32)
     elif KIND != 0:
-        v = _ld(ptr, j, D, C, MASKED, MOD_CG and KIND == 3)
+        v = _ld(ptr, j, D, C, MASKED, KIND == 3)
     if PLUS1:
         v = 1.0 + v
     return v
@@ -126,19 +133,13 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr,
-            RES_FIRST: tl.constexpr, MOD_CG: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x."""
-    r = 0.0
-    if HAS_RES and RES_FIRST:
-        r = _ld(ro, j, D, C, MASKED, STREAM)
     v = _ld(xo, j, D, C, MASKED, STREAM)
     if HAS_RES:
         if G_KIND != 0:
-            v = v * _mod(go, j, D, C, MASKED, G_KIND, False, MOD_CG)
-        if not RES_FIRST:
-            r = _ld(ro, j, D, C, MASKED, STREAM)
-        v = v + r
+            v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
+        v = v + _ld(ro, j, D, C, MASKED, STREAM)
         if not LATE:
             _st(oo, v, j, D, C, MASKED)
     return v
@@ -146,25 +147,25 @@ def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.cons
 
 @triton.jit
 def _mods(sco, sho, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, SC_KIND: tl.constexpr,
-          SH_KIND: tl.constexpr, MOD_CG: tl.constexpr):
+          SH_KIND: tl.constexpr):
     """(1 + scale, shift) of chunk j of this row."""
-    return _mod(sco, j, D, C, MASKED, SC_KIND, True, MOD_CG), _mod(sho, j, D, C, MASKED, SH_KIND, False, MOD_CG)
+    return _mod(sco, j, D, C, MASKED, SC_KIND, True), _mod(sho, j, D, C, MASKED, SH_KIND, False)
 
 
 @triton.jit
 def _row_mods(sco, sho, D, C: tl.constexpr, K: tl.constexpr, M0: tl.constexpr, M1: tl.constexpr, M2: tl.constexpr,
-              M3: tl.constexpr, M4: tl.constexpr, SC_KIND: tl.constexpr, SH_KIND: tl.constexpr, MOD_CG: tl.constexpr):
+              M3: tl.constexpr, M4: tl.constexpr, SC_KIND: tl.constexpr, SH_KIND: tl.constexpr):
     """(1 + scale, shift) of each of the row's K chunks (0.0 past K)."""
     a1, h1, a2, h2, a3, h3, a4, h4 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND, MOD_CG)
+    a0, h0 = _mods(sco, sho, 0, D, C, M0, SC_KIND, SH_KIND)
     if K > 1:
-        a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND, MOD_CG)
+        a1, h1 = _mods(sco, sho, 1, D, C, M1, SC_KIND, SH_KIND)
     if K > 2:
-        a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND, MOD_CG)
+        a2, h2 = _mods(sco, sho, 2, D, C, M2, SC_KIND, SH_KIND)
     if K > 3:
-        a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND, MOD_CG)
+        a3, h3 = _mods(sco, sho, 3, D, C, M3, SC_KIND, SH_KIND)
     if K > 4:
-        a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND, MOD_CG)
+        a4, h4 = _mods(sco, sho, 4, D, C, M4, SC_KIND, SH_KIND)
     return a0, h0, a1, h1, a2, h2, a3, h3, a4, h4
 
 
@@ -213,7 +214,7 @@ def _nss_kernel(
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
     C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr, STREAM: tl.constexpr,
-    LATE: tl.constexpr, RES_FIRST: tl.constexpr, EARLY_WB: tl.constexpr, MOD_CG: tl.constexpr,
+    LATE: tl.constexpr, EARLY_WB: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -244,15 +245,15 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE, RES_FIRST, MOD_CG)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE)
             if EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
                 if K > 1:
@@ -267,7 +268,7 @@ def _nss_kernel(
                 # The row's own modulation is loaded with its inputs, before the reduction's barriers, so its bytes
                 # are in flight together with x's instead of after them.
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
-                                                                          SH_KIND, MOD_CG)
+                                                                          SH_KIND)
 
             mean = 0.0
             if IS_LN and PRECISE:
@@ -357,7 +358,7 @@ def _nss_kernel(
 
             if not PREFETCH:
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
-                                                                          SH_KIND, MOD_CG)
+                                                                          SH_KIND)
             if not EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
             _row_out(yo, oo, v0, mean, rstd, w0, b0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
@@ -421,6 +422,7 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
       helios 154 against 172); plain rows with shared modulation keep up to 8 rows per program (wan norm1 208-210
       either way, hunyuan img_norm 88 against 91).
     - A per-row scale/shift is loaded with the row's inputs (PREFETCH): helios 154 against 156.
+    - A per-row gate takes 8 warps on the chunks (v9, _V9): wan_ti2v_selfattn_res 155.8 against 156.1 at 4.
     No shared vector is kept in registers across rows any more (v3 did: 120 registers, 2 CTAs per SM on
     selfattn_res); the loads hit L1."""
     if has_res and _padded_res(M, g_kind, D):
@@ -429,6 +431,8 @@ def _layout(D, M, has_res, g_kind, sc_kind, sh_kind):
     else:
         C, K = _chunks(D)
         warps = _warps(C, K)
+        if has_res and g_kind == _PER_ROW:
+            warps = max(warps, 8)
     per_row = _PER_ROW in (g_kind, sc_kind, sh_kind)
     rows = 1 if has_res or per_row else _rows_per_program(M)
     return C, K, rows, warps, _PER_ROW in (sc_kind, sh_kind)
@@ -527,7 +531,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
-         late, _RES_FIRST, _EARLY_WB, _MOD_CG),
+         late, late and (has_w or has_b)),
         warps,
     ), has_w, has_b
 
