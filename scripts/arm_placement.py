@@ -3,13 +3,13 @@ touch, or the calls around them.
 
 Each case is timed by CUDA-graph replay (median over replays, per call) and, where it names kernels, by
 torch.profiler's per-kernel GPU time (kernels only: no gaps, no launch path):
-- baseline / candidate: as layout_sweep.py times them (the candidate writes the harness's preallocated outputs, the
-  baseline allocates its own);
-- candidate_into_baseline_outputs: the candidate writes the very tensors one baseline call returned;
-- candidate_fresh_outputs: the candidate allocates its outputs as the baseline does;
+- baseline (or compile, with `--against compile`: the harness's torch.compile peer) / candidate: as layout_sweep.py
+  times them (the candidate writes the harness's preallocated outputs, the other arm allocates its own);
+- candidate_into_baseline_outputs: the candidate writes the very tensors one call of the other arm returned;
+- candidate_fresh_outputs: the candidate allocates its outputs as the other arm does;
 - moved_inputs: both arms again on copies of the inputs placed after a spacer of odd size;
-- alternating: one graph of baseline, candidate, baseline, candidate...: each kernel after the other arm's.
-`--sequence` only launches, for a profiler to sample: one warm-up call of each arm, then the baseline four times,
+- alternating: one graph of the other arm, candidate, other arm, candidate...: each kernel after the other's.
+`--sequence` only launches, for a profiler to sample: one warm-up call of each arm, then the other arm four times,
 the candidate four times and the two alternating twice, back to back (ncu's `--launch-skip 2 --launch-count 12`).
 Only for diagnosis (ledger entries cite the JSON it writes); the numbers a campaign reports come from `kda bench`.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layout_sweep import row_inputs, upstream_entry_points, worst_norm_err  # noqa: E402
+from layout_sweep import _kernel_us as kernel_us, row_inputs, upstream_entry_points, worst_norm_err  # noqa: E402
 
 from kda.task import Task  # noqa: E402
 
@@ -57,32 +57,14 @@ def graph_us(steps, calls=10, replays=15) -> float:
     return statistics.median(times)
 
 
-def kernel_us(steps, calls=20) -> dict:
-    """Mean GPU time per launch of every kernel the steps launch, back to back on one stream."""
-    from torch.profiler import ProfilerActivity, profile
-    for f in steps:
-        f()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            for f in steps:
-                f()
-        torch.cuda.synchronize()
-    out = {}
-    for e in prof.key_averages():
-        total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-        if total > 0 and e.count:
-            out[e.key[:60]] = round(total / e.count, 2)
-    return out
+_SPACERS = []  # kept alive for the run: freed, their memory would go to the next allocation
 
 
 def _moved(inp: dict) -> dict:
     """Copies of the inputs at new addresses: a spacer of an odd size first, so no copy keeps its old alignment to
     the others beyond the allocator's own."""
-    spacer = torch.empty((3 << 20) + 4096 + 512, dtype=torch.uint8, device="cuda")
-    moved = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
-    moved["_spacer"] = spacer
-    return moved
+    _SPACERS.append(torch.empty((3 << 20) + 4096 + 512, dtype=torch.uint8, device="cuda"))
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
 
 
 def main(argv=None):
@@ -91,11 +73,12 @@ def main(argv=None):
     ap.add_argument("--row", required=True)
     ap.add_argument("--out", default=None)
     ap.add_argument("--sequence", action="store_true", help="only launch the profiling sequence (see above)")
+    ap.add_argument("--against", choices=("baseline", "compile"), default="baseline",
+                    help="the other arm: the upstream baseline, or the torch.compile peer the harness runs")
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load(args.task)
     sol, ad = task.load_solution(), task.adapter
-    upstream = upstream_entry_points(task)
     tol = task.cfg["check"]["tolerance"]
     row, inp = row_inputs(task, args.row)
     ref = task.oracle.reference(row, inp)
@@ -104,8 +87,17 @@ def main(argv=None):
     def empty_outs():
         return {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
 
-    def base(i):
-        return lambda: ad.call_baseline(upstream, row, i, None)
+    if args.against == "compile":
+        from kda.harness.peers import peer_call, peer_math
+        dtypes = {k: s[1] for k, s in specs.items()}
+
+        def base(i):
+            return peer_call(peer_math(task.oracle), row, i, dtypes, "compile")
+    else:
+        upstream = upstream_entry_points(task)
+
+        def base(i):
+            return lambda: ad.call_baseline(upstream, row, i, None)
 
     def cand(i, o):
         return lambda: ad.call_candidate(sol, row, i, o)
@@ -127,28 +119,29 @@ def main(argv=None):
 
     moved = _moved(inp)
     out_moved = empty_outs()
+    other = args.against
     cases = {
-        "baseline": [base(inp)],
+        other: [base(inp)],
         "candidate": [cand(inp, out)],
-        "candidate_into_baseline_outputs": [cand(inp, kept)],
+        f"candidate_into_{other}_outputs": [cand(inp, kept)],
         "candidate_fresh_outputs": [cand_fresh],
-        "baseline_moved_inputs": [base(moved)],
+        f"{other}_moved_inputs": [base(moved)],
         "candidate_moved_inputs": [cand(moved, out_moved)],
         "alternating": [base(inp), cand(inp, out)],
     }
     # every candidate case must still be correct, or its time means nothing
     errs = {}
-    for name, o in (("candidate", out), ("candidate_into_baseline_outputs", kept), ("candidate_moved_inputs",
-                                                                                     out_moved)):
+    for name, o in (("candidate", out), (f"candidate_into_{other}_outputs", kept), ("candidate_moved_inputs",
+                                                                                    out_moved)):
         ad.call_candidate(sol, row, moved if "moved" in name else inp, o)
         errs[name] = worst_norm_err(o, ref, specs, tol)
-    rec = {"row": args.row, "worst_norm_err": errs, "graph_us": {}, "kernel_us": {}}
+    rec = {"row": args.row, "against": args.against, "worst_norm_err": errs, "graph_us": {}, "kernel_us": {}}
     order = list(cases) * 2  # each case twice, the second pass in the same order: drift shows as a difference
     for i, name in enumerate(order):
         key = name if i < len(cases) else name + "#2"
         rec["graph_us"][key] = graph_us(cases[name])
         print(f"{key}: {rec['graph_us'][key]:.2f} us per step", flush=True)
-    for name in ("baseline", "candidate", "alternating"):
+    for name in (other, "candidate", "alternating"):
         rec["kernel_us"][name] = kernel_us(cases[name])
         print(f"{name} kernels: {rec['kernel_us'][name]}", flush=True)
     if args.out:

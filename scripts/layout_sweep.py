@@ -72,11 +72,19 @@ def _nss_layouts():
     out["pad_w8_r2"] = {"_layout": padded(8, 2)}
     # the gated chunks at other warps than _warps picks
     out.update({f"chunk_w{w}": {"_layout": (lambda w=w: lambda D, M, has_res, g_kind, sc_kind, sh_kind: (
-        *m._chunks(D), 1, w, m._PER_ROW in (sc_kind, sh_kind)))()} for w in (2, 8, 16)})
+        *m._chunks(D), 1, w, m._PER_ROW in (sc_kind, sh_kind)))()} for w in (2, 4, 8, 16)})
     # a register cap (Triton's maxnreg, 52945b7-nreg.json, ledger L0028) lost everywhere and is gone with its knob
     # store hints on y and residual_out (evict_first, .cs; ca04c2f-store.json, ledger L0029) are gone with their knob
     # v8, the CUDA row kernel of upstream's launch shape (fcef0f8-cuda-row.json, 95d824d-cuda-loads.json, ledger
     # L0030), is gone with its knobs
+    # scale and shift loaded with the row's inputs whatever their kind (PREFETCH, default: per-row ones only), alone
+    # and with x and residual past L1
+    default_layout = m._layout
+
+    def prefetch_all(D, M, has_res, g_kind, sc_kind, sh_kind):
+        return (*default_layout(D, M, has_res, g_kind, sc_kind, sh_kind)[:4], True)
+    out["prefetch_all"] = {"_layout": prefetch_all}
+    out["prefetch_all_cg"] = {"_layout": prefetch_all, "_STREAM_CG": True}
     # L0031's knobs (residual before x, weight and bias with the row, per-row modulation past L1, and combinations;
     # 5b1129e-knobs.json, c57f27c-knobs2.json, c57f27c-knobs3.json) are gone: v9 took what helped as layout rules
     out["default"] = {}
@@ -327,20 +335,24 @@ def _stream_us(fn, calls=50):
     return statistics.median(times)
 
 
-def _kernel_us(fn, calls=20):
-    """Mean GPU time per call of each kernel `fn` launches (torch.profiler's CUDA activity): which pass moved."""
+def _kernel_us(steps, calls=20):
+    """Mean GPU time per launch of each kernel that `steps` (a callable, or callables run in order) launch, back to
+    back on one stream (torch.profiler's CUDA activity): which pass moved, and each kernel's time without gaps."""
     from torch.profiler import ProfilerActivity, profile
-    fn()
+    steps = steps if isinstance(steps, (list, tuple)) else [steps]
+    for f in steps:
+        f()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
-            fn()
+            for f in steps:
+                f()
         torch.cuda.synchronize()
     out = {}
     for e in prof.key_averages():
         total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-        if total > 0 and e.key.startswith("_"):
-            out[e.key] = round(total / calls, 2)
+        if total > 0 and e.count:
+            out[e.key[:60]] = round(total / e.count, 2)
     return out
 
 
@@ -391,6 +403,8 @@ def main(argv=None):
             peer = peer_call(peer_math(task.oracle), row, inp, {k: s[1] for k, s in specs.items()}, "compile")
             rec["compile_us"] = _graph_us(peer)
             rec["compile_stream_us"] = _stream_us(peer)
+            if args.kernels:
+                rec["compile_kernel_us"] = _kernel_us(peer)
         for name, patch in variants.items():
             with patched(module, patch):
                 ad.call_candidate(sol, row, inp, out)
@@ -407,6 +421,8 @@ def main(argv=None):
         base = f" baseline={rec['baseline_us']:.1f}/{rec['baseline_stream_us']:.1f}" if "baseline_us" in rec else ""
         if "compile_us" in rec:
             base += f" compile={rec['compile_us']:.1f}/{rec['compile_stream_us']:.1f}"
+            if "compile_kernel_us" in rec:
+                base += "(" + "+".join(f"{t:.1f}" for t in rec["compile_kernel_us"].values()) + ")"
         if "copy_tbps" in rec:
             share = copy_share(rec["bytes"], rec["variants"][best]["graph_us"], copy_tbps)
             base += f" (best at {share:.0%} of copy, {copy_tbps:.2f} TB/s)"
