@@ -85,6 +85,11 @@ def _nss_layouts():
         return (*default_layout(D, M, has_res, g_kind, sc_kind, sh_kind)[:4], True)
     out["prefetch_all"] = {"_layout": prefetch_all}
     out["prefetch_all_cg"] = {"_layout": prefetch_all, "_STREAM_CG": True}
+    # L0033: L2 eviction policies on the streamed loads and the stores
+    for ld in ("", "evict_first", "evict_last"):
+        for st in ("", "evict_first", "evict_last"):
+            if ld or st:
+                out[f"ld_{ld or 'normal'}_st_{st or 'normal'}"] = {"_LOAD_EV": ld, "_STORE_EV": st}
     # L0031's knobs (residual before x, weight and bias with the row, per-row modulation past L1, and combinations;
     # 5b1129e-knobs.json, c57f27c-knobs2.json, c57f27c-knobs3.json) are gone: v9 took what helped as layout rules
     out["default"] = {}

@@ -143,7 +143,9 @@ _PROBE = textwrap.dedent("""
             if name.startswith("per-token") and padded_max == 0:
                 plan = list(impl._plans.values())[-1][0]
                 # chunked, 8 warps; weight and bias with the row exactly when residual_out is stored late
-                assert plan.num_warps == 8 and plan.constexprs[-1] is late, (plan.num_warps, plan.constexprs)
+                names = impl._nss_kernel.arg_names
+                early_wb = plan.constexprs[names.index("EARLY_WB") - names.index("IS_LN")]
+                assert plan.num_warps == 8 and early_wb is late, (plan.num_warps, plan.constexprs)
     print("ok")
 """)
 

@@ -79,34 +79,38 @@ _PADDED_RES_MAX_ROWS = 4096
 # scripts/arm_placement.py (5b1129e-placement.json) had ruled out the buffers: v7b took the same time writing into
 # upstream's own outputs, into fresh ones, and on inputs moved to new addresses.
 _V9 = "L0031"
+# Sweep knobs (L0033): an L2 eviction policy for the streamed x and residual loads and for the y and residual_out
+# stores ("", "evict_first", "evict_last").
+_LOAD_EV = ""
+_STORE_EV = ""
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
 
 
 @triton.jit
-def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr):
+def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: tl.constexpr, EV: tl.constexpr):
     cols = j * C + tl.arange(0, C)
     if MASKED:
         if STREAM:
-            v = tl.load(ptr + cols, mask=cols < D, other=0.0, cache_modifier=".cg")
+            v = tl.load(ptr + cols, mask=cols < D, other=0.0, cache_modifier=".cg", eviction_policy=EV)
         else:
-            v = tl.load(ptr + cols, mask=cols < D, other=0.0)
+            v = tl.load(ptr + cols, mask=cols < D, other=0.0, eviction_policy=EV)
     else:
         if STREAM:
-            v = tl.load(ptr + cols, cache_modifier=".cg")
+            v = tl.load(ptr + cols, cache_modifier=".cg", eviction_policy=EV)
         else:
-            v = tl.load(ptr + cols)
+            v = tl.load(ptr + cols, eviction_policy=EV)
     return v.to(tl.float32)
 
 
 @triton.jit
-def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
+def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, EV: tl.constexpr):
     cols = j * C + tl.arange(0, C)
     if MASKED:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D)
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D, eviction_policy=EV)
     else:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty))
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), eviction_policy=EV)
 
 
 @triton.jit
@@ -125,7 +129,7 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
     if KIND == 1:
         v = tl.load(ptr).to(tl.float32)
     elif KIND != 0:
-        v = _ld(ptr, j, D, C, MASKED, KIND == 3)
+        v = _ld(ptr, j, D, C, MASKED, KIND == 3, "")
     if PLUS1:
         v = 1.0 + v
     return v
@@ -133,15 +137,16 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr,
+            LOAD_EV: tl.constexpr, STORE_EV: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x."""
-    v = _ld(xo, j, D, C, MASKED, STREAM)
+    v = _ld(xo, j, D, C, MASKED, STREAM, LOAD_EV)
     if HAS_RES:
         if G_KIND != 0:
             v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
-        v = v + _ld(ro, j, D, C, MASKED, STREAM)
+        v = v + _ld(ro, j, D, C, MASKED, STREAM, LOAD_EV)
         if not LATE:
-            _st(oo, v, j, D, C, MASKED)
+            _st(oo, v, j, D, C, MASKED, STORE_EV)
     return v
 
 
@@ -176,18 +181,19 @@ def _wb(w_ptr, b_ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
     w = 1.0
     b = 0.0
     if HAS_W:
-        w = _ld(w_ptr, j, D, C, MASKED, False)
+        w = _ld(w_ptr, j, D, C, MASKED, False, "")
     if HAS_B:
-        b = _ld(b_ptr, j, D, C, MASKED, False)
+        b = _ld(b_ptr, j, D, C, MASKED, False, "")
     return w, b
 
 
 @triton.jit
 def _row_out(yo, oo, v, mean, rstd, w, b, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr):
+             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr,
+             STORE_EV: tl.constexpr):
     """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store)."""
     if RES_OUT:
-        _st(oo, v, j, D, C, MASKED)
+        _st(oo, v, j, D, C, MASKED, STORE_EV)
     if IS_LN:
         n = (v - mean) * rstd
     else:
@@ -196,7 +202,7 @@ def _row_out(yo, oo, v, mean, rstd, w, b, a, sh, j: tl.constexpr, D, C: tl.const
         n = n * w
     if HAS_B:
         n = n + b
-    _st(yo, n * a + sh, j, D, C, MASKED)
+    _st(yo, n * a + sh, j, D, C, MASKED, STORE_EV)
 
 
 @triton.jit
@@ -214,7 +220,7 @@ def _nss_kernel(
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
     C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr, STREAM: tl.constexpr,
-    LATE: tl.constexpr, EARLY_WB: tl.constexpr,
+    LATE: tl.constexpr, EARLY_WB: tl.constexpr, LOAD_EV: tl.constexpr, STORE_EV: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -245,15 +251,15 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
             if EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
                 if K > 1:
@@ -362,27 +368,27 @@ def _nss_kernel(
             if not EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
             _row_out(yo, oo, v0, mean, rstd, w0, b0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                     HAS_RES and LATE)
+                     HAS_RES and LATE, STORE_EV)
             if K > 1:
                 if not EARLY_WB:
                     w1, b1 = _wb(w_ptr, b_ptr, 1, D, C, M1, HAS_W, HAS_B)
                 _row_out(yo, oo, v1, mean, rstd, w1, b1, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, STORE_EV)
             if K > 2:
                 if not EARLY_WB:
                     w2, b2 = _wb(w_ptr, b_ptr, 2, D, C, M2, HAS_W, HAS_B)
                 _row_out(yo, oo, v2, mean, rstd, w2, b2, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, STORE_EV)
             if K > 3:
                 if not EARLY_WB:
                     w3, b3 = _wb(w_ptr, b_ptr, 3, D, C, M3, HAS_W, HAS_B)
                 _row_out(yo, oo, v3, mean, rstd, w3, b3, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, STORE_EV)
             if K > 4:
                 if not EARLY_WB:
                     w4, b4 = _wb(w_ptr, b_ptr, 4, D, C, M4, HAS_W, HAS_B)
                 _row_out(yo, oo, v4, mean, rstd, w4, b4, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, STORE_EV)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -531,7 +537,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
-         late, late and (has_w or has_b)),
+         late, late and (has_w or has_b), _LOAD_EV, _STORE_EV),
         warps,
     ), has_w, has_b
 
