@@ -43,7 +43,7 @@ def l2_buffers(l2_bytes: int):
 
     def follower():
         for _ in range(4):
-            torch.sum(reuse, dtype=torch.float32, out=acc)
+            torch.sum(reuse, dim=0, dtype=torch.float32, out=acc)
     return flush, follower
 
 
