@@ -6,9 +6,9 @@ For each variant of layout_sweep.py (the default first), by CUDA-graph replay:
 - alone: the candidate back to back (layout_sweep's graph_us);
 - after_flush: a write of twice the L2 before each call, minus that write alone: the call on an L2 holding none of
   its own lines, as after an unrelated kernel in a model;
-- follower: a kernel that reads a buffer of half the L2 four times, timed after each candidate call (minus the
-  candidate alone), against the same reads after the write of twice the L2: what the candidate's L2 state costs
-  or saves the next kernel.
+- follower: kernels that read one buffer of a third of the L2 eight times, timed after each candidate call (minus
+  the candidate alone), against the same reads back to back (their buffer left in the L2 by the previous replay)
+  and after the write of twice the L2: what the candidate's L2 state costs or saves the next kernel.
 
     python3 scripts/l2_aftermath.py cutedsl_norm_scale_shift --rows a,b --variants default,x --out aftermath.json
 """
@@ -33,17 +33,20 @@ def _seq(*fns):
 
 
 def l2_buffers(l2_bytes: int):
-    """(flush, follower): a write of twice the L2, and four sums over one buffer of half the L2 (bf16)."""
+    """(flush, follower): a write of twice the L2, and eight matrix-vector products over one bf16 matrix of a third
+    of the L2 (bandwidth-bound: from the L2 they run several times faster than from the DRAM)."""
     big = torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
-    reuse = torch.randn(l2_bytes // 4, dtype=torch.bfloat16, device="cuda")
-    acc = torch.empty((), dtype=torch.float32, device="cuda")
+    cols = 4096
+    mat = torch.randn(l2_bytes // 6 // cols, cols, dtype=torch.bfloat16, device="cuda")
+    vec = torch.randn(cols, dtype=torch.bfloat16, device="cuda")
+    res = torch.empty(mat.shape[0], dtype=torch.bfloat16, device="cuda")
 
     def flush():
         big.fill_(1)
 
     def follower():
-        for _ in range(4):
-            torch.sum(reuse, dim=0, dtype=torch.float32, out=acc)
+        for _ in range(8):
+            torch.mv(mat, vec, out=res)
     return flush, follower
 
 
@@ -64,9 +67,11 @@ def main(argv=None):
     sol, ad = task.load_solution(), task.adapter
     tol = task.cfg["check"]["tolerance"]
     flush, follower = l2_buffers(torch.cuda.get_device_properties(0).L2_cache_size)
-    base = {"flush": _graph_us(flush), "flush_follower": _graph_us(_seq(flush, follower))}
+    base = {"flush": _graph_us(flush), "flush_follower": _graph_us(_seq(flush, follower)),
+            "follower_alone": _graph_us(follower)}
     base["follower_after_flush"] = base["flush_follower"] - base["flush"]
-    print(f"flush {base['flush']:.1f} us, follower after a flush {base['follower_after_flush']:.1f} us", flush=True)
+    print(f"flush {base['flush']:.1f} us, follower back to back {base['follower_alone']:.1f} us, after a flush "
+          f"{base['follower_after_flush']:.1f} us", flush=True)
     results = []
     for rid in args.rows.split(","):
         row, inp = row_inputs(task, rid)
