@@ -6,7 +6,7 @@ For each variant of layout_sweep.py (the default first), by CUDA-graph replay:
 - alone: the candidate back to back (layout_sweep's graph_us);
 - after_flush: a write of twice the L2 before each call, minus that write alone: the call on an L2 holding none of
   its own lines, as after an unrelated kernel in a model;
-- follower: kernels that read one buffer of a third of the L2 eight times, timed after each candidate call (minus
+- follower: a kernel that reads one buffer of a third of the L2 eight times, timed after each candidate call (minus
   the candidate alone), against the same reads back to back (their buffer left in the L2 by the previous replay)
   and after the write of twice the L2: what the candidate's L2 state costs or saves the next kernel.
 
@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from layout_sweep import VARIANTS, _graph_us, patched, row_inputs, worst_norm_err  # noqa: E402
@@ -32,21 +34,32 @@ def _seq(*fns):
     return run
 
 
+@triton.jit
+def _reread(src, dst, nblocks, REPS: tl.constexpr, BLOCK: tl.constexpr):
+    # Each program reads REPS blocks, a different one each time (p + r * 997 mod nblocks), so every pass over the
+    # buffer after the first finds it in the L2 (if it is there) and never in this SM's L1.
+    p = tl.program_id(0)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for r in range(REPS):
+        b = (p + r * 997) % nblocks
+        acc += tl.load(src + b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)).to(tl.float32)
+    tl.store(dst + p, tl.sum(acc, axis=0))
+
+
 def l2_buffers(l2_bytes: int):
-    """(flush, follower): a write of twice the L2, and eight matrix-vector products over one bf16 matrix of a third
-    of the L2 (bandwidth-bound: from the L2 they run several times faster than from the DRAM)."""
+    """(flush, follower): a write of twice the L2, and one kernel that reads a bf16 buffer of a third of the L2 eight
+    times over (from the L2 it runs several times faster than from the DRAM)."""
     big = torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
-    cols = 4096
-    mat = torch.randn(l2_bytes // 6 // cols, cols, dtype=torch.bfloat16, device="cuda")
-    vec = torch.randn(cols, dtype=torch.bfloat16, device="cuda")
-    res = torch.empty(mat.shape[0], dtype=torch.bfloat16, device="cuda")
+    block = 4096
+    nblocks = l2_bytes // 3 // (2 * block)
+    src = torch.randn(nblocks * block, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty(nblocks, dtype=torch.float32, device="cuda")
 
     def flush():
         big.fill_(1)
 
     def follower():
-        for _ in range(8):
-            torch.mv(mat, vec, out=res)
+        _reread[(nblocks,)](src, dst, nblocks, REPS=8, BLOCK=block, num_warps=8)
     return flush, follower
 
 
