@@ -85,11 +85,8 @@ def _nss_layouts():
         return (*default_layout(D, M, has_res, g_kind, sc_kind, sh_kind)[:4], True)
     out["prefetch_all"] = {"_layout": prefetch_all}
     out["prefetch_all_cg"] = {"_layout": prefetch_all, "_STREAM_CG": True}
-    # L0033: L2 eviction policies on the streamed loads and the stores
-    for ld in ("", "evict_first", "evict_last"):
-        for st in ("", "evict_first", "evict_last"):
-            if ld or st:
-                out[f"ld_{ld or 'normal'}_st_{st or 'normal'}"] = {"_LOAD_EV": ld, "_STORE_EV": st}
+    # L0033's knobs (L2 eviction policies on the streamed loads and the stores; 8819d0f-evict.json,
+    # 38d29f6-ldel-all.json) are gone: v10 loads x and residual evict_last
     # L0031's knobs (residual before x, weight and bias with the row, per-row modulation past L1, and combinations;
     # 5b1129e-knobs.json, c57f27c-knobs2.json, c57f27c-knobs3.json) are gone: v9 took what helped as layout rules
     out["default"] = {}

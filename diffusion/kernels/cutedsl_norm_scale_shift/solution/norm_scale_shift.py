@@ -1,4 +1,4 @@
-"""Candidate v9 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v10 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
@@ -24,7 +24,7 @@ v6: the chunked residual form stores residual_out with y, after the statistics (
 measured). v7: the residual form without a gate takes the chunks and the late store too where the padded block
 would pad D by more than a third (D = 5120; `_padded_res`). v9: the chunked residual form loads weight and bias with
 the row, before the statistics (EARLY_WB); per-row modulation skips L1; a per-row gate takes 8 warps (`_V9` says
-what each measured).
+what each measured). v10: x and residual are loaded with the L2 priority evict_last (`_V10`).
 
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
@@ -79,10 +79,19 @@ _PADDED_RES_MAX_ROWS = 4096
 # scripts/arm_placement.py (5b1129e-placement.json) had ruled out the buffers: v7b took the same time writing into
 # upstream's own outputs, into fresh ones, and on inputs moved to new addresses.
 _V9 = "L0031"
-# Sweep knobs (L0033): an L2 eviction policy for the streamed x and residual loads and for the y and residual_out
-# stores ("", "evict_first", "evict_last").
-_LOAD_EV = ""
-_STORE_EV = ""
+# v10 (ledger L0033): x and residual are loaded with the L2 priority evict_last (Triton's eviction_policy: PTX
+# L1::evict_last and an L2 evict_last cache policy). H200 graph replay against v9, every row correct
+# (docs/profile/h200/layout-sweep/38d29f6-ldel-all.json): the D = 5120 residual rows 2.1-2.3% faster
+# (wan_t2v_crossattn_res 733.0 -> 717.5 us, mova_video_crossattn_res 432.5 -> 421.3, wan_i2v_selfattn_res 722.8 ->
+# 706.2), hunyuanvideo's three rows 2.7-3.2%, the Wan and MOVA plain rows 0.7-3%, the D = 3072 Wan TI2V and the
+# Helios rows within 0.3% either way. First swept (8819d0f-evict.json) with evict_first and evict_last on the loads
+# and the stores: evict_first loads cost 2-4% (as in L0027), store hints moved nothing beyond noise. The gain is the
+# call's own: it stays after a write of twice the L2 before every call (38d29f6-aftermath.json: mova_video_crossattn_res
+# 433.5 -> 420.9 us, wan_t2v_crossattn_res 739.2 -> 719.8). What it leaves the next kernel: a kernel re-reading a
+# third of the L2 eight times took 23.0-24.3 us after v10 against 21.0-21.9 after v9, 23.8 after the write of twice
+# the L2 and 20.7 back to back, so the next kernel keeps its own data in the L2 (the evict_last lines do not
+# stay) and pays about what it pays after any large write.
+_V10 = "L0033"
 
 # Kinds of a modulation operand: absent, one value, one row of D shared by every token row, a row per token.
 _NONE, _ONE, _SHARED, _PER_ROW = 0, 1, 2, 3
@@ -105,12 +114,12 @@ def _ld(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, STREAM: 
 
 
 @triton.jit
-def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, EV: tl.constexpr):
+def _st(ptr, val, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr):
     cols = j * C + tl.arange(0, C)
     if MASKED:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D, eviction_policy=EV)
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), mask=cols < D)
     else:
-        tl.store(ptr + cols, val.to(ptr.dtype.element_ty), eviction_policy=EV)
+        tl.store(ptr + cols, val.to(ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -137,16 +146,16 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr,
-            LOAD_EV: tl.constexpr, STORE_EV: tl.constexpr):
-    """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x."""
-    v = _ld(xo, j, D, C, MASKED, STREAM, LOAD_EV)
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr):
+    """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x. x and residual are
+    loaded with the L2 priority evict_last (v10, `_V10` says why)."""
+    v = _ld(xo, j, D, C, MASKED, STREAM, "evict_last")
     if HAS_RES:
         if G_KIND != 0:
             v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
-        v = v + _ld(ro, j, D, C, MASKED, STREAM, LOAD_EV)
+        v = v + _ld(ro, j, D, C, MASKED, STREAM, "evict_last")
         if not LATE:
-            _st(oo, v, j, D, C, MASKED, STORE_EV)
+            _st(oo, v, j, D, C, MASKED)
     return v
 
 
@@ -189,11 +198,10 @@ def _wb(w_ptr, b_ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
 
 @triton.jit
 def _row_out(yo, oo, v, mean, rstd, w, b, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr,
-             STORE_EV: tl.constexpr):
+             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr):
     """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store)."""
     if RES_OUT:
-        _st(oo, v, j, D, C, MASKED, STORE_EV)
+        _st(oo, v, j, D, C, MASKED)
     if IS_LN:
         n = (v - mean) * rstd
     else:
@@ -202,7 +210,7 @@ def _row_out(yo, oo, v, mean, rstd, w, b, a, sh, j: tl.constexpr, D, C: tl.const
         n = n * w
     if HAS_B:
         n = n + b
-    _st(yo, n * a + sh, j, D, C, MASKED, STORE_EV)
+    _st(yo, n * a + sh, j, D, C, MASKED)
 
 
 @triton.jit
@@ -220,7 +228,7 @@ def _nss_kernel(
     IS_LN: tl.constexpr, HAS_RES: tl.constexpr, G_KIND: tl.constexpr, SC_KIND: tl.constexpr,
     SH_KIND: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, PRECISE: tl.constexpr,
     C: tl.constexpr, K: tl.constexpr, TAIL: tl.constexpr, PREFETCH: tl.constexpr, STREAM: tl.constexpr,
-    LATE: tl.constexpr, EARLY_WB: tl.constexpr, LOAD_EV: tl.constexpr, STORE_EV: tl.constexpr,
+    LATE: tl.constexpr, EARLY_WB: tl.constexpr,
 ):
     # Only the last chunk can be masked; M0..M4 say which chunk that is.
     M0: tl.constexpr = TAIL and K == 1
@@ -251,15 +259,15 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE, LOAD_EV, STORE_EV)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE)
             if EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
                 if K > 1:
@@ -368,27 +376,27 @@ def _nss_kernel(
             if not EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
             _row_out(yo, oo, v0, mean, rstd, w0, b0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                     HAS_RES and LATE, STORE_EV)
+                     HAS_RES and LATE)
             if K > 1:
                 if not EARLY_WB:
                     w1, b1 = _wb(w_ptr, b_ptr, 1, D, C, M1, HAS_W, HAS_B)
                 _row_out(yo, oo, v1, mean, rstd, w1, b1, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STORE_EV)
+                         HAS_RES and LATE)
             if K > 2:
                 if not EARLY_WB:
                     w2, b2 = _wb(w_ptr, b_ptr, 2, D, C, M2, HAS_W, HAS_B)
                 _row_out(yo, oo, v2, mean, rstd, w2, b2, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STORE_EV)
+                         HAS_RES and LATE)
             if K > 3:
                 if not EARLY_WB:
                     w3, b3 = _wb(w_ptr, b_ptr, 3, D, C, M3, HAS_W, HAS_B)
                 _row_out(yo, oo, v3, mean, rstd, w3, b3, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STORE_EV)
+                         HAS_RES and LATE)
             if K > 4:
                 if not EARLY_WB:
                     w4, b4 = _wb(w_ptr, b_ptr, 4, D, C, M4, HAS_W, HAS_B)
                 _row_out(yo, oo, v4, mean, rstd, w4, b4, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE, STORE_EV)
+                         HAS_RES and LATE)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -537,7 +545,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
         (M, S, D, rows, x.stride(0), x.stride(1), rs[0], rs[1], out.stride(0), out.stride(1), os_[0], os_[1],
          g[0], g[1], g[2], sc[0], sc[1], sc[2], sh[0], sh[1], sh[2]),
         (is_ln, has_res, g[3], sc[3], sh[3], has_w, has_b, precise, C, K, K * C != D, prefetch, _STREAM_CG,
-         late, late and (has_w or has_b), _LOAD_EV, _STORE_EV),
+         late, late and (has_w or has_b)),
         warps,
     ), has_w, has_b
 
