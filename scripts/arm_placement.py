@@ -17,44 +17,16 @@ Only for diagnosis (ledger entries cite the JSON it writes); the numbers a campa
 """
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layout_sweep import _kernel_us as kernel_us, row_inputs, upstream_entry_points, worst_norm_err  # noqa: E402
+from layout_sweep import _graph_us as graph_us, _kernel_us as kernel_us, row_case, upstream_entry_points, \
+    worst_norm_err  # noqa: E402
 
 from kda.task import Task  # noqa: E402
-
-
-def graph_us(steps, calls=10, replays=15) -> float:
-    """Median per-step time of `calls` repetitions of `steps` (callables run in order) captured in one graph."""
-    def step():
-        for f in steps:
-            f()
-    step()
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            step()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(times)
 
 
 _SPACERS = []  # kept alive for the run: freed, their memory would go to the next allocation
@@ -80,9 +52,7 @@ def main(argv=None):
     task = Task.load(args.task)
     sol, ad = task.load_solution(), task.adapter
     tol = task.cfg["check"]["tolerance"]
-    row, inp = row_inputs(task, args.row)
-    ref = task.oracle.reference(row, inp)
-    specs = ad.output_specs(row, inp)
+    row, inp, ref, specs, out = row_case(task, args.row)
 
     def empty_outs():
         return {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
@@ -102,7 +72,6 @@ def main(argv=None):
     def cand(i, o):
         return lambda: ad.call_candidate(sol, row, i, o)
 
-    out = empty_outs()
     if args.sequence:
         b, c = base(inp), cand(inp, out)
         for f in [b, c] + [b] * 4 + [c] * 4 + [b, c] * 2:

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from layout_sweep import VARIANTS, _graph_us, patched, row_inputs, worst_norm_err  # noqa: E402
+from layout_sweep import VARIANTS, _graph_us, patched, row_case, worst_norm_err  # noqa: E402
 
 from kda.task import Task  # noqa: E402
 
@@ -87,10 +87,7 @@ def main(argv=None):
           f"{base['follower_after_flush']:.1f} us", flush=True)
     results = []
     for rid in args.rows.split(","):
-        row, inp = row_inputs(task, rid)
-        ref = task.oracle.reference(row, inp)
-        specs = ad.output_specs(row, inp)
-        out = {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
+        row, inp, ref, specs, out = row_case(task, rid)
         rec = {"row": rid, "variants": {}}
 
         def cand():

@@ -255,6 +255,14 @@ def row_inputs(task, rid: str):
     return row, inp
 
 
+def row_case(task, rid: str):
+    """(row, inputs, oracle outputs, output specs, preallocated outputs) of the workload row `rid`."""
+    row, inp = row_inputs(task, rid)
+    specs = task.adapter.output_specs(row, inp)
+    out = {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
+    return row, inp, task.oracle.reference(row, inp), specs, out
+
+
 def worst_norm_err(out: dict, ref: dict, specs: dict, tol: dict) -> float:
     """The largest |out - ref| / (atol + rtol |ref|) over every output, with the task's tolerance for its dtype
     (`[check] tolerance`): above 1 the output would fail the correctness gate. Non-finite ratios are skipped (the
@@ -299,7 +307,15 @@ def copy_share(nbytes: int, us: float, copy_tbps: float) -> float:
     return nbytes / (us * 1e-6) / 1e12 / copy_tbps
 
 
-def _graph_us(fn, calls=10, replays=15):
+def _graph_us(steps, calls=10, replays=15):
+    """Median time per repetition of `steps` (a callable, or callables run in order) over replays of one CUDA graph
+    of `calls` repetitions."""
+    if isinstance(steps, (list, tuple)):
+        def fn():
+            for f in steps:
+                f()
+    else:
+        fn = steps
     fn()
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
@@ -387,10 +403,7 @@ def main(argv=None):
         from kda.harness.timing import copy_bandwidth_tbps
         copy_tbps = copy_bandwidth_tbps()
     for rid in args.rows.split(","):
-        row, inp = row_inputs(task, rid)
-        ref = task.oracle.reference(row, inp)
-        specs = ad.output_specs(row, inp)
-        out = {k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()}
+        row, inp, ref, specs, out = row_case(task, rid)
         rec = {"row": rid, "variants": {}}
         if upstream is not None:
             outb = {k: torch.empty_like(v) for k, v in out.items()}
