@@ -9,8 +9,9 @@ torch.profiler's per-kernel GPU time (kernels only: no gaps, no launch path):
 - candidate_fresh_outputs: the candidate allocates its outputs as the other arm does;
 - moved_inputs: both arms again on copies of the inputs placed after a spacer of odd size;
 - alternating: one graph of the other arm, candidate, other arm, candidate...: each kernel after the other's.
-`--sequence` only launches, for a profiler to sample: one warm-up call of each arm, then the other arm four times,
-the candidate four times and the two alternating twice, back to back (ncu's `--launch-skip 2 --launch-count 12`).
+`--sequence` only launches, for a profiler to sample: two warm-up calls of each arm (torch.compile autotunes in its
+first), then, between cudaProfilerStart and Stop, the other arm four times, the candidate four times and the two
+alternating twice, back to back (ncu's `--profile-from-start off --launch-count 12`).
 Only for diagnosis (ledger entries cite the JSON it writes); the numbers a campaign reports come from `kda bench`.
 
     python3 scripts/arm_placement.py cutedsl_norm_scale_shift --row ROW --out placement.json
@@ -74,16 +75,21 @@ def main(argv=None):
 
     if args.sequence:
         b, c = base(inp), cand(inp, out)
-        for f in [b, c] + [b] * 4 + [c] * 4 + [b, c] * 2:
+        for f in [b, c, b, c]:
             f()
         torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        for f in [b] * 4 + [c] * 4 + [b, c] * 2:
+            f()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
         return
     kept = base(inp)()  # the baseline's own outputs, kept alive for the candidate to write
     fresh = {}
 
     def cand_fresh():
         fresh.clear()
-        fresh.update({k: torch.empty(s[0], dtype=s[1], device="cuda") for k, s in specs.items()})
+        fresh.update(empty_outs())
         return ad.call_candidate(sol, row, inp, fresh)
 
     moved = _moved(inp)

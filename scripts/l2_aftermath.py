@@ -27,13 +27,6 @@ from layout_sweep import VARIANTS, _graph_us, patched, row_case, worst_norm_err 
 from kda.task import Task  # noqa: E402
 
 
-def _seq(*fns):
-    def run():
-        for f in fns:
-            f()
-    return run
-
-
 @triton.jit
 def _reread(src, dst, nblocks, REPS: tl.constexpr, BLOCK: tl.constexpr):
     # Each program reads REPS blocks, a different one each time (p + r * 997 mod nblocks), so every pass over the
@@ -80,7 +73,7 @@ def main(argv=None):
     sol, ad = task.load_solution(), task.adapter
     tol = task.cfg["check"]["tolerance"]
     flush, follower = l2_buffers(torch.cuda.get_device_properties(0).L2_cache_size)
-    base = {"flush": _graph_us(flush), "flush_follower": _graph_us(_seq(flush, follower)),
+    base = {"flush": _graph_us(flush), "flush_follower": _graph_us([flush, follower]),
             "follower_alone": _graph_us(follower)}
     base["follower_after_flush"] = base["flush_follower"] - base["flush"]
     print(f"flush {base['flush']:.1f} us, follower back to back {base['follower_alone']:.1f} us, after a flush "
@@ -96,8 +89,8 @@ def main(argv=None):
             with patched(module, variants[name]):
                 cand()
                 v = {"worst_norm_err": worst_norm_err(out, ref, specs, tol), "alone_us": _graph_us(cand)}
-                v["after_flush_us"] = _graph_us(_seq(flush, cand)) - base["flush"]
-                v["follower_us"] = _graph_us(_seq(cand, follower)) - v["alone_us"]
+                v["after_flush_us"] = _graph_us([flush, cand]) - base["flush"]
+                v["follower_us"] = _graph_us([cand, follower]) - v["alone_us"]
             rec["variants"][name] = v
             print(f"{rid} {name}: alone {v['alone_us']:.1f} after a flush {v['after_flush_us']:.1f} us; the follower "
                   f"{v['follower_us']:.1f} us after it (after a flush: {base['follower_after_flush']:.1f})"
