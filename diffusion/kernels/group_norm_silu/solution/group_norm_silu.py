@@ -53,6 +53,10 @@ Design:
   every large contiguous row on an H200, and is gone (ledger L0049).
 - v14 (the split pass chunk by chunk, each chunk's apply finding its last-read x in the L2) was slower than one pass
   on eight of nine contiguous rows of 48 MB and more on an H200, and slower the smaller the chunks (ledger L0050).
+- v15 (the stream kernel on 16-bit x with eight units of coefficients in flight, and a held mode keeping x in a
+  shared-memory ring from its statistics to its apply) lost to the split path on the six large contiguous rows on
+  an H200, its best variant per row by 14-31% (18% on the one row held mode cannot take): issue-bound, with a sixth
+  of its instructions waiting for each unit's statistics from the other CTAs (ledger L0053), and is gone.
 
 """
 import math
