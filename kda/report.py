@@ -216,23 +216,32 @@ def unprofiled_large_rows(task_dir: Path, results_path: Path) -> list[str]:
 
 def large_rows_section(task_dir: Path, f: ResultsFile) -> list[str]:
     """slow_large_rows as a table: each row with the traffic and the bound its candidate's Nsight Compute summary
-    names; a profile of other kernels is named as such."""
+    names; a profile of other kernels is named as such. The share of copy splits into two factors the profile
+    measures: the rate at which the kernels moved their DRAM bytes (as a share of the measured copy bandwidth), and
+    the share of copy the row would reach if those bytes moved at the copy rate (its bytes over the DRAM bytes: below
+    100% when the kernels move more than the row's nominal bytes, x read twice for instance)."""
     rows = slow_large_rows(task_dir, f)
     if not rows:
         return []
     out = ["", f"### Rows of {LARGE_BYTES / 1e6:.0f} MB or more below {100 * COPY_SHARE:.0f}% of copy (device_us)", "",
-           "| row | cand % copy | candidate profile | DRAM MB (profile) / MB moved | bound named by the profile |",
-           "|---|---|---|---|---|"]
+           "| row | cand % copy | candidate profile | DRAM MB (profile) / MB moved | DRAM rate, % of copy (profile) "
+           "| % of copy at the copy rate with this traffic | bound named by the profile |",
+           "|---|---|---|---|---|---|---|"]
     for r, share, prof, summary in rows:
-        where, traffic, bound = "none", "-", "-"
+        where, traffic, rate, ceiling, bound = "none", "-", "-", "-", "-"
         rel = prof.relative_to(task_dir / "docs").as_posix()
         if summary is not None and "other_kernels" in summary:
             where = f"[{prof.name}]({rel}): other kernels ({', '.join(summary['other_kernels'])}), not this file's candidate"
         elif summary is not None:
             where = f"[{prof.name}]({rel})"
-            traffic = f"{summary.get('dram_bytes', 0) / 1e6:.0f} / {r['bytes'] / 1e6:.0f}"
+            dram = summary.get("dram_bytes") or 0
+            traffic = f"{dram / 1e6:.0f} / {r['bytes'] / 1e6:.0f}"
+            if summary.get("pct_of_copy") is not None:
+                rate = f"{summary['pct_of_copy']:.0f}"
+            if dram > 0:
+                ceiling = f"{100 * min(1.0, r['bytes'] / dram):.0f}"
             bound = str(summary.get("bound", "-")).replace("|", "/")
-        out.append(f"| {r['id']} | {100 * share:.0f} | {where} | {traffic} | {bound} |")
+        out.append(f"| {r['id']} | {100 * share:.0f} | {where} | {traffic} | {rate} | {ceiling} | {bound} |")
     return out
 
 

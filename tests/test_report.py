@@ -74,17 +74,26 @@ def test_large_rows_below_copy_share_show_the_bound_of_a_profile_of_the_same_ker
     prof.mkdir(parents=True)
     (prof / "same-candidate.json").write_text(json.dumps(
         {"kernels": [{"name": "k_b"}, {"name": "k_a"}], "dram_bytes": 300e6, "bound": "latency: DRAM at 57%"}))
+    (prof / "twice-candidate.json").write_text(json.dumps(
+        {"kernels": [{"name": "k_a"}], "dram_bytes": 453e6, "pct_of_copy": 88.0, "bound": "memory: DRAM at 77%"}))
     (prof / "older-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_old"}], "bound": "memory"}))
     rows = [_large_row("same", 302, 0.70, ["k_a", "k_b"]), _large_row("older", 400, 0.60, ["k_a"]),
             _large_row("unprofiled", 300, 0.50, ["k_a"]), _large_row("fast", 300, 0.90, ["k_a"]),
-            _large_row("small", 100, 0.30, ["k_a"]), _large_row("test_only", 300, 0.30, ["k_a"], production=False)]
+            _large_row("small", 100, 0.30, ["k_a"]), _large_row("test_only", 300, 0.30, ["k_a"], production=False),
+            _large_row("twice", 302, 0.59, ["k_a"])]
     f = ResultsFile(tmp_path / "h100.jsonl", {"gpu_slug": "h100"}, rows, {})
     text = "\n".join(large_rows_section(tmp_path, f))
     lines = {ln.split(" | ")[0].lstrip("| "): ln for ln in text.splitlines() if ln.startswith("| ") and " | " in ln}
-    assert set(lines) - {"row"} == {"same", "older", "unprofiled"}  # large, production, below 85%
-    assert "300 / 302" in lines["same"] and "latency: DRAM at 57%" in lines["same"]
+    assert set(lines) - {"row"} == {"same", "older", "unprofiled", "twice"}  # large, production, below 85%
+    cells = {k: [c.strip() for c in v.strip("| ").split(" | ")] for k, v in lines.items()}
+    # 300 MB of DRAM traffic for 302 MB moved: at the copy rate that traffic allows all of copy (capped at 100%); the
+    # summary has no rate
+    assert cells["same"][3:] == ["300 / 302", "-", "100", "latency: DRAM at 57%"]
+    # x read twice: 453 MB of traffic for 302 MB moved caps the row at 67% of copy; the kernels ran at 88% of it
+    assert cells["twice"][3:] == ["453 / 302", "88", "67", "memory: DRAM at 77%"]
     assert "other kernels (k_old), not this file's candidate" in lines["older"] and "memory" not in lines["older"]
-    assert lines["unprofiled"].endswith("| none | - | - |")
+    assert cells["older"][3:] == ["-", "-", "-", "-"]
+    assert cells["unprofiled"][2:] == ["none", "-", "-", "-", "-"]
     assert large_rows_section(tmp_path, ResultsFile(tmp_path / "x.jsonl", {"gpu_slug": "h100"}, rows[3:4], {})) == []
 
 
