@@ -185,6 +185,8 @@ _FLAT_MAX_CPG = 1 << 10
 # merge them themselves and the finalize launch goes: two launches instead of three on the rows whose time is host
 # time (about 12 us per launch on an H200 host).
 _MERGE_IN_APPLY_MAX = 512
+# Otherwise a finalize kernel of one program per group merges them: partials per step (at most), warps.
+_FINALIZE = (1024, 4)
 # v8: channels_last x (C and C / G powers of two) through their own split kernels: statistics over [rows, C] tiles
 # of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128 registers a thread and ran at 24%
 # occupancy and ~2.4 TB/s, ncu hyvae_c256_t17_256x256_cl3d), and an apply over [channel block, rows] tiles that
@@ -920,7 +922,7 @@ def _triton_plan(x, weight, bias, G):
                    (gpb, cpb, stats_block_s, collapsed, wide), stats_warps)
     merge = n_part * gpb <= _MERGE_IN_APPLY_MAX
     finalize = None if merge else Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span),
-                                       (min(1024, next_pow2(n_part)),), 4)
+                                       (min(_FINALIZE[0], next_pow2(n_part)),), _FINALIZE[1])
     apply = Plan(grid, dt + (f32, f32, f32), (G, C, S, CPG, S2, S3, sxb, sxc, ss1, ss2, ss3, ngb, span, s_ch, n_part),
                  (gpb, cpb, block_s, collapsed, wide, has_w, has_b, flat, merge, next_pow2(n_part) if merge else 1),
                  apply_warps)
@@ -950,7 +952,7 @@ def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
                    st_warps)
     merge = n_part <= _ROWS_MERGE_MAX
     finalize = None if merge else Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span),
-                                       (min(1024, next_pow2(n_part)),), 4)
+                                       (min(_FINALIZE[0], next_pow2(n_part)),), _FINALIZE[1])
     cblk = min(cblk, C)
     tiles = max(ap_tiles, cdiv(S, ap_s * 65535))  # the grid's second axis holds at most 65535 row blocks
     apply = Plan((C // cblk, cdiv(S, ap_s * tiles), B), dt + (f32, f32, f32),
