@@ -191,7 +191,7 @@ def _group_norm_layouts():
                (128, 128, 1, 4), (256, 64, 1, 8), (64, 512, 1, 8)):
         out["rows_ap{}x{}_t{}_w{}".format(*ap)] = {"_SPLIT_ROWS": d[:3] + ap}
     # the finalize kernel (one program per group, split paths with many partials): partials per step and warps
-    out.update({f"fin_p{p}_w{w}": {"_FINALIZE": (p, w)} for p, w in ((2048, 4), (2048, 8), (4096, 8), (512, 4))})
+    out.update({f"fin_p{p}_w{w}": {"_FINALIZE": (p, w)} for p, w in ((2048, 4), (2048, 8), (4096, 8), (512, 4), (1024, 4))})
     out.update({f"rows_merge_{k}": {"_ROWS_MERGE_MAX": k} for k in (0, 256)})
     out.update({f"rows_min_programs_{k}": {"_ROWS_MIN_PROGRAMS": k} for k in (512, 8192)})
     out.update({f"rows_from_{k >> 20}m": {"_ROWS_FROM_BYTES": k} for k in (1 << 20, 2 << 20)})
