@@ -186,10 +186,12 @@ _FLAT_MAX_CPG = 1 << 10
 # time (about 12 us per launch on an H200 host).
 _MERGE_IN_APPLY_MAX = 512
 # Otherwise a finalize kernel of one program per group merges them: partials per step (at most), warps. v9f: 4096
-# and 8 (was 1024 and 4): the 2304-4352 partials per group of the large channels_last rows in one step instead of
-# three to five. H200 graph replay (docs/profile/h200/layout-sweep/521a8af-rows-h200.json): hyvae_c256_t9_128x128_cl3d
-# 75.9 -> 69.9 us, c512_t9_128x40_cl3d 45.6 -> 44.2, c512_t3_128x128_cl3d 48.4 -> 47.0, the six rows of 256 MB and
-# more within 1% (four faster); the same sweep found no apply tile better than the default on any of those rows.
+# and 8 (was 1024 and 4): the 1000-4352 partials per group of the channels_last rows of 30 MB and more in one step
+# instead of up to five. H200, torch.profiler, two runs in opposite orders (docs/profile/h200/layout-sweep/
+# 6b2aad8-fin-ab1.json, -ab2.json): the finalize kernel 3.4-4.0 -> 2.1-2.6 us on every row swept, the other two
+# kernels unchanged; end to end (graph replay) that is 1-2 us, within the replays' spread on most rows. The sweep
+# before it (521a8af-rows-h200.json) found no apply tile better than the default on the six channels_last rows of
+# 256 MB and more.
 _FINALIZE = (4096, 8)
 # v8: channels_last x (C and C / G powers of two) through their own split kernels: statistics over [rows, C] tiles
 # of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128 registers a thread and ran at 24%
