@@ -270,7 +270,7 @@ struct SyncState {
                               // behind the slowest warp: warps drift apart by up to a unit)
 };
 
-constexpr int kPrepBatch = 2;  // 3 spills under 96 registers (576 threads, one CTA per SM)
+constexpr int kPrepBatch = 3;
 
 __device__ void publisher_warp(const StreamParams& p, const SyncState& sh, int me) {
   const int lane = threadIdx.x % 32;
