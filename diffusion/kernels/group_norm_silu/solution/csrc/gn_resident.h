@@ -81,9 +81,9 @@ constexpr int kStreamSmem = kStreamStages * 2 * kStreamUnroll * kThreads * 16;
 // of x per CTA.
 constexpr int kHeldStages1 = 6;
 constexpr int kHeldStages2 = 4;
-constexpr int kStreamBlock = kThreads + 64;  // kThreads of data threads and two sync warps (v16)
+constexpr int kStreamBlock = kThreads + 32;  // kThreads of data threads and one sync warp
 constexpr int kStreamPartBufs = 8;  // units of warp partials the data warps may run ahead of the sync warp
-constexpr int kStreamMaxCtas = 160;  // the preparer merges up to 5 CTA partials per lane (132 SMs on H100/H200)
+constexpr int kStreamMaxCtas = 256;  // the sync warp merges up to 8 CTA partials per lane
 // The sync warp prepares a unit's coefficients up to coef_bufs - 1 units ahead of the slowest data warp's apply
 // (v6 held two: the prep of unit u could start only once unit u - 2 was applied, one unit of slack, about 1 us on
 // the 4-5 MB VAE groups against the prep's two L2 round trips). A buffer holds the coefficients of one slice's

@@ -253,12 +253,10 @@ struct WarpStats<__half> : MmaStats<__half, 0x3C003C00u> {};
 template <>
 struct WarpStats<__nv_bfloat16> : MmaStats<__nv_bfloat16, 0x3F803F80u> {};
 
-// Two sync warps (v16; v6 had one doing both in turn). The publisher posts the CTA's partial of each unit once its
-// data warps have left theirs in shared memory. The preparer, once every CTA has posted a unit, merges the partials
-// into the (scale, shift) of this CTA's channels. v15's profile (ledger L0053) put a unit at about 5 us whatever the
-// lag: one warp's chain of L2 round trips per unit (its own post and fence, the counter, the partials), units one
-// after another. The preparer now takes every unit whose counter is complete at once (up to kPrepBatch): their
-// counters read together, one acquire fence, their partials loaded together.
+// The sync warp: publishes the CTA's partial of each unit once its data warps have left theirs in shared memory,
+// and, for each unit, once every CTA has published, merges the partials into the (scale, shift) of this CTA's
+// channels. It never blocks: it polls both in turn, so neither waits on the other, and its fences and L2 round trips
+// stall no data warp.
 struct SyncState {
   float (*wpart)[kWarps][3];  // [kStreamPartBufs][data warp]: (count, mean, M2) of the warp's share of a unit
   float2 (*coef)[kStreamCoefCh];  // [coef_bufs][channel of the slice]: y = silu(x * .x + .y)
@@ -270,98 +268,76 @@ struct SyncState {
                               // behind the slowest warp: warps drift apart by up to a unit)
 };
 
-constexpr int kPrepBatch = 3;
-
-__device__ void publisher_warp(const StreamParams& p, const SyncState& sh, int me) {
-  const int lane = threadIdx.x % 32;
-  for (int pub = 0; pub < p.units; ++pub) {
-    const int b = pub % kStreamPartBufs;
-    while (load_volatile(sh.arrived + b) != kWarps) __nanosleep(32);
-    __threadfence_block();
-    Moments m = lane < kWarps ? Moments{sh.wpart[b][lane][0], sh.wpart[b][lane][1], sh.wpart[b][lane][2]}
-                              : Moments{0.f, 0.f, 0.f};
-    m = warp_merge(m);
-    if (lane == 0) {
-      p.partials[static_cast<int64_t>(pub) * p.ctas + me] = make_float2(m.mean, m.m2);
-      sh.arrived[b] = 0;
-      __threadfence();
-      atomicAdd(p.counters + pub, 1u);
-      *static_cast<volatile int*>(sh.published) = pub + 1;
-    }
-    __syncwarp();
-  }
-}
-
 template <int VE>
-__device__ void preparer_warp(const StreamParams& p, DType wb, const SyncState& sh, int len, int c_first,
-                              int c_last) {
+__device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, int me, int len, int c_first,
+                          int c_last) {
   const int lane = threadIdx.x % 32;
   const int n_prep = len > 0 ? p.units : 0;
-  int prep = 0;
-  while (prep < n_prep) {
-    // Units prep .. prep + k - 1 may take coefficient buffers once the slowest data warp has applied the units
-    // that held them.
+  int pub = 0, prep = 0;
+  while (pub < p.units || prep < n_prep) {
+    bool busy = false;
+    const int b = pub % kStreamPartBufs;
+    if (pub < p.units && load_volatile(sh.arrived + b) == kWarps) {
+      __threadfence_block();
+      Moments m = lane < kWarps ? Moments{sh.wpart[b][lane][0], sh.wpart[b][lane][1], sh.wpart[b][lane][2]}
+                                : Moments{0.f, 0.f, 0.f};
+      m = warp_merge(m);
+      if (lane == 0) {
+        p.partials[static_cast<int64_t>(pub) * p.ctas + me] = make_float2(m.mean, m.m2);
+        sh.arrived[b] = 0;
+        __threadfence();
+        atomicAdd(p.counters + pub, 1u);
+        *static_cast<volatile int*>(sh.published) = pub + 1;
+      }
+      __syncwarp();
+      ++pub;
+      busy = true;
+    }
     int slowest = lane < kWarps ? load_volatile(sh.applied + lane) : 1 << 30;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) slowest = min(slowest, __shfl_xor_sync(0xffffffffu, slowest, o));
-    const int kmax = min(min(kPrepBatch, n_prep - prep), slowest + p.coef_bufs - prep);
-    if (kmax <= 0) {
-      __nanosleep(32);
-      continue;
-    }
-    // The counters of up to kPrepBatch units at once (relaxed: one fence below makes the complete ones acquired).
-    int k = 0;
-    {
-      const unsigned c = lane < kmax ? static_cast<unsigned>(load_volatile(reinterpret_cast<const int*>(p.counters) +
-                                                                           prep + lane))
-                                     : 0u;
-      const unsigned done = __ballot_sync(0xffffffffu, lane < kmax && c >= static_cast<unsigned>(p.ctas));
-      k = __ffs(~done) - 1;  // complete units in order from prep
-    }
-    if (k <= 0) {
-      __nanosleep(32);
-      continue;
-    }
-    __threadfence();  // acquire: the partials of units prep .. prep + k - 1 are visible after it
-    float2 pv[kPrepBatch][kStreamMaxCtas / 32];
-#pragma unroll
-    for (int u = 0; u < kPrepBatch; ++u) {
-      if (u < k) {
-        const float2* part = p.partials + static_cast<int64_t>(prep + u) * p.ctas;
+    if (prep < pub && prep < n_prep && slowest >= prep - (p.coef_bufs - 1)) {
+      unsigned arrivals = 0;
+      if (lane == 0) arrivals = load_acquire(p.counters + prep);
+      arrivals = __shfl_sync(0xffffffffu, arrivals, 0);
+      if (arrivals >= static_cast<unsigned>(p.ctas)) {
+        // Every partial loaded at once (up to kStreamMaxCtas / 32 per lane), then merged.
+        const float2* part = p.partials + static_cast<int64_t>(prep) * p.ctas;
+        float2 pv[kStreamMaxCtas / 32];
 #pragma unroll
         for (int j = 0; j < kStreamMaxCtas / 32; ++j) {
           const int i = lane + 32 * j;
-          pv[u][j] = i < p.ctas ? __ldcg(part + i) : make_float2(0.f, 0.f);
+          pv[j] = i < p.ctas ? __ldcg(part + i) : make_float2(0.f, 0.f);
         }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kPrepBatch; ++u) {
-      if (u < k) {
         Moments m = {0.f, 0.f, 0.f};
 #pragma unroll
         for (int j = 0; j < kStreamMaxCtas / 32; ++j) {
           const int i = lane + 32 * j;
           const int l = p.group_vecs - i * p.slice_vecs;
           const float n = i >= p.ctas || l <= 0 ? 0.f : static_cast<float>(l < p.slice_vecs ? l : p.slice_vecs) * VE;
-          m = merge(m, Moments{n, pv[u][j].x, pv[u][j].y});
+          m = merge(m, Moments{n, pv[j].x, pv[j].y});
         }
         m = warp_merge(m);
         const float rstd = rsqrtf(m.m2 / m.n + p.eps);
-        const int unit = prep + u;
-        const int c0 = (unit % p.groups) * p.cpg + c_first;
-        float2* cf = sh.coef[unit % p.coef_bufs];
+        const int c0 = (prep % p.groups) * p.cpg + c_first;
+        float2* cf = sh.coef[prep % p.coef_bufs];
         for (int c = lane; c <= c_last - c_first; c += 32) {
           const float a = rstd * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
           cf[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - m.mean * a);
         }
-        mbar_arrive(sh.coef_full + unit % p.coef_bufs);  // every lane: each releases its own coefficient stores
+        mbar_arrive(sh.coef_full + prep % p.coef_bufs);  // every lane: each releases its own coefficient stores
+        ++prep;
+        busy = true;
       }
     }
-    prep += k;
+    if (!busy) __nanosleep(100);
   }
 }
 
+// U: vectors per thread per chunk; NS: ring stages in use at once (the step in use and NS - 1 in flight). kHeld
+// (v15): a statistics chunk stays in its ring slot until its apply, `delay` steps later, so x is read once and never
+// re-read (the ring has p.held_slots slots of one chunk, at least delay + NS); otherwise (v6) a stage holds a step's
+// statistics chunk and its apply chunk, the latter re-read from the L2.
 template <typename T, int U, int NS, bool kHeld>
 __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams p, DType wb) {
   using V = Vec<T>;
@@ -389,12 +365,8 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   }
   if (tid == 0) published = 0;
   __syncthreads();  // the only CTA-wide barrier
-  if (warp >= kWarps) {
-    const SyncState sh{wpart, coef, arrived, &published, coef_full, applied};
-    if (warp == kWarps)
-      publisher_warp(p, sh, me);
-    else
-      preparer_warp<VE>(p, wb, sh, len, c_first, c_last);
+  if (warp == kWarps) {
+    sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, coef_full, applied}, me, len, c_first, c_last);
     return;
   }
 
