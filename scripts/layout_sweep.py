@@ -222,19 +222,6 @@ def _group_norm_layouts():
     # v12 (the queue kernel; docs/profile/h200/layout-sweep/478e671-queue.json) is gone with its knobs
     # v13 (the pipeline of launches; 357b32e-pipe.json, c87f101-pipe-pdl.json) is gone with its knobs
     # v14 (the split pass chunk by chunk; d3713f0-chunks.json) is gone with its knobs
-    # v15: the stream kernel on 16-bit x too, with the sync warp holding up to 8 units of coefficients (v6 held 2:
-    # `_nb2`), at several lags; and held mode (x kept in shared memory from its statistics to its apply) at 1 or 2
-    # vectors per thread per chunk
-    all16 = {"_STREAM_DTYPES": (torch.float16, torch.bfloat16, torch.float32)}
-    out["stream16"] = dict(all16)
-    out["stream16_nb2"] = {**all16, "_STREAM_COEF_BUFS": 2}
-    out["stream16_nb4"] = {**all16, "_STREAM_COEF_BUFS": 4}
-    out.update({f"stream16_lag{v >> 20}m": {**all16, "_STREAM_LAG_BYTES": v} for v in (16 << 20, 32 << 20)})
-    for u in (1, 2):
-        out[f"held{u}"] = {**all16, "_STREAM_HELD": u}
-        out[f"held{u}_nb2"] = {**all16, "_STREAM_HELD": u, "_STREAM_COEF_BUFS": 2}
-        out.update({f"held{u}_lag{v >> 20}m": {**all16, "_STREAM_HELD": u, "_STREAM_LAG_BYTES": v}
-                    for v in (4 << 20, 16 << 20, 32 << 20)})
     return m, out
 
 

@@ -98,17 +98,6 @@ _STREAM_CTAS_PER_SM = 1            # at most (the 192 KB ring leaves room for on
 _STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus at least this much x
 _STREAM_L2_SPAN = None             # if set, the lag grows to this many bytes less one group (x kept in the L2)
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
-# v15: units whose (scale, shift) the sync warp may hold at once (kStreamCoefBufs at most; v6 held 2), each buffer
-# the coefficients of one slice's channels (at most kStreamCoefCh).
-_STREAM_COEF_BUFS = 8
-_STREAM_COEF_CH = 256
-# v15, held mode: 0 (off: the apply re-reads x from the L2), or 1 or 2 vectors per thread per chunk: each CTA keeps
-# its statistics chunks in a shared-memory ring until their apply, so x is read once and the L2 serves nothing twice.
-# The ring takes what shared memory the kernel's static arrays leave (_STREAM_STATIC_SMEM, ptxas: 18096 bytes); the
-# lag is _STREAM_LAG_BYTES where the ring holds it, else what it holds.
-_STREAM_HELD = 0
-_STREAM_HELD_STAGES = {1: 6, 2: 4}   # kHeldStages1, kHeldStages2
-_STREAM_STATIC_SMEM = 19 << 10
 
 # v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through one persistent Triton grid of teams
 # (_gn_team_kernel). The programs form `teams` teams and team t takes units (batch, group)
@@ -708,17 +697,13 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     return k, teams, chunk, min(budget, 2 * chunk)
 
 
-def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm, smem_optin=227 << 10):
-    """(ctas, slice_vecs, chunks, chunk_vecs, lag, hints, coef_bufs, held_slots, held_unroll) for the stream kernel,
-    or None when it cannot take x.
+def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
+    """(ctas, slice_vecs, chunks, chunk_vecs, lag, hints) for the stream kernel, or None when it cannot take x.
 
     Every one of `ctas` CTAs (all resident: `ctas_per_sm` per SM) owns `slice_vecs` 16-byte vectors of each unit (one
     batch's group, `group_elems` contiguous elements), read in `chunks` chunks of `chunk_vecs` (one pass of the CTA's
     threads at most _STREAM_UNROLL vectors each). A unit's apply trails its statistics by `lag` chunks beyond one
-    unit: about _STREAM_LAG_BYTES of the machine's reads, time for the last CTA's partial to reach the waiters.
-    Held mode (_STREAM_HELD): chunks of at most _STREAM_HELD x 512 vectors, cut evenly (no sliver), and a ring of
-    `held_slots` such chunks (per CTA, in `smem_optin` bytes of shared memory) holding every chunk from its statistics
-    to its apply; None when not even a lag of one chunk fits."""
+    unit: about _STREAM_LAG_BYTES of the machine's reads, time for the last CTA's partial to reach the waiters."""
     ctas = sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM))
     if (channel_elems * elem) % 16 or group_elems // channel_elems > _RESIDENT_MAX_CPG or units < 1 \
             or ctas > _STREAM_MAX_CTAS:
@@ -732,24 +717,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm, smem_
     lag_bytes = _STREAM_LAG_BYTES
     if _STREAM_L2_SPAN is not None:
         lag_bytes = max(lag_bytes, _STREAM_L2_SPAN - group_vecs * 16)
-    held_slots = 0
-    if _STREAM_HELD:
-        cmax = _STREAM_THREADS * _STREAM_HELD
-        chunks = cdiv(slice_vecs, cmax)
-        chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
-        stages = _STREAM_HELD_STAGES[_STREAM_HELD]
-        slots = (smem_optin - _STREAM_STATIC_SMEM) // (16 * cmax)
-        lag = min(slots - stages - chunks, cdiv(_STREAM_LAG_BYTES, 16 * chunk_vecs * ctas))
-        if lag < 1:
-            return None  # x does not fit the ring with any lag
-        held_slots = chunks + lag + stages
-    else:
-        lag = max(1, cdiv(lag_bytes, 16 * chunk_vecs * ctas))
-    channel_vecs = channel_elems * elem // 16
-    if min((slice_vecs - 1) // channel_vecs + 2, group_elems // channel_elems) > _STREAM_COEF_CH:
-        return None  # a slice's channels would not fit one coefficient buffer
-    return (ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS, _STREAM_COEF_BUFS, held_slots,
-            _STREAM_HELD if held_slots else 0)
+    lag = max(1, cdiv(lag_bytes, 16 * chunk_vecs * ctas))
+    return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):
@@ -888,7 +857,7 @@ def _plan(x, weight, bias, G):
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
         if launch is not None:
             return ("team", launch, fallback)
-        sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas, smem) \
+        sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
             if _STREAM and x.dtype in _STREAM_DTYPES else None
         return fallback if sp is None else ("stream", sp, fallback)
     rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem)

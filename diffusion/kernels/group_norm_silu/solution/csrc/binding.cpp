@@ -5,7 +5,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <tuple>
 
@@ -108,13 +107,11 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   return true;
 }
 
-// v6: the L2 stream kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, lag, hints,
-// coef_bufs, held_slots, held_unroll; v15's held mode when held_slots > 0).
+// v6: the L2 stream kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, lag, hints).
 // Returns false, having launched nothing, when `accept` refuses this call's tensors.
 bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
                 const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
-                int64_t chunk_vecs, int64_t lag, int64_t hints, int64_t coef_bufs, int64_t held_slots,
-                int64_t held_unroll) {
+                int64_t chunk_vecs, int64_t lag, int64_t hints) {
   Call call;
   if (!accept(x, weight, bias, out, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
@@ -122,23 +119,12 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
   if ((S * elem) % 16 != 0) return false;
   const int64_t group_vecs = (C / groups) * S * elem / 16;
-  const int64_t channel_vecs = S * elem / 16;
-  // a slice of slice_vecs vectors touches at most this many channels: each coefficient buffer holds them
-  const int64_t slice_channels = (slice_vecs - 1) / channel_vecs + 2;
-  const bool held = held_slots > 0;
-  const int64_t unroll = held ? held_unroll : kda_gn::kStreamUnroll;
-  const int64_t held_stages = held_unroll == 1 ? kda_gn::kHeldStages1 : kda_gn::kHeldStages2;
   TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kStreamMaxCtas && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
-                        chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * unroll &&
-                        (!held || ((held_unroll == 1 || held_unroll == 2) && held_slots >= chunks + lag + held_stages)) &&
-                        held_slots >= 0 &&
+                        chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * kda_gn::kStreamUnroll &&
                         chunks * chunk_vecs >= slice_vecs && lag >= 0 && B * groups * group_vecs < (int64_t{1} << 40) &&
-                        ctas * slice_vecs < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg &&
-                        coef_bufs >= 2 && coef_bufs <= kda_gn::kStreamCoefBufs &&
-                        std::min(slice_channels, C / groups) <= kda_gn::kStreamCoefCh,
+                        ctas * slice_vecs < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,
                     "group_norm_silu: inconsistent stream plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
-                    chunks, ", chunk_vecs ", chunk_vecs, ", lag ", lag, ", coef_bufs ", coef_bufs, ", held_slots ",
-                    held_slots, ", held_unroll ", held_unroll, ")");
+                    chunks, ", chunk_vecs ", chunk_vecs, ", lag ", lag, ")");
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
@@ -153,7 +139,7 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   p.partials = reinterpret_cast<float2*>(f);
   p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas);
   p.group_vecs = static_cast<int>(group_vecs);
-  p.channel_vecs = static_cast<int>(channel_vecs);
+  p.channel_vecs = static_cast<int>(S * elem / 16);
   p.units = static_cast<int>(units);
   p.groups = static_cast<int>(groups);
   p.cpg = static_cast<int>(C / groups);
@@ -163,9 +149,6 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.lag = static_cast<int>(lag);
   p.hints = static_cast<int>(hints);
-  p.coef_bufs = static_cast<int>(coef_bufs);
-  p.held_slots = static_cast<int>(held_slots);
-  p.held_unroll = static_cast<int>(held_unroll);
   p.eps = static_cast<float>(eps);
   const cudaError_t err = kda_gn::launch_stream(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "group_norm_silu stream kernel launch failed: ", cudaGetErrorString(err));

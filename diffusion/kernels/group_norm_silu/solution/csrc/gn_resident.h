@@ -68,28 +68,15 @@ struct StreamParams {
   int chunk_vecs;
   int lag;
   int hints;               // 1: L2 eviction hints (x kept for its re-read, y and the re-read evict first)
-  int coef_bufs;           // units whose coefficients the sync warp may hold at once (2 .. kStreamCoefBufs)
-  int held_slots;          // v15: 0, or ring slots of one chunk each (>= chunks + lag + the mode's stages): x held
-  int held_unroll;         // in shared memory from its statistics to its apply; vectors per thread per chunk (1, 2)
   float eps;
 };
 
 constexpr int kStreamUnroll = 4;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
 constexpr int kStreamStages = 3;  // shared-memory ring (192 KB): the step in use and two in flight
 constexpr int kStreamSmem = kStreamStages * 2 * kStreamUnroll * kThreads * 16;
-// Held mode (v15): ring stages in use at once, by vectors per thread per chunk: 5 or 3 chunks in flight, 40 or 48 KB
-// of x per CTA.
-constexpr int kHeldStages1 = 6;
-constexpr int kHeldStages2 = 4;
 constexpr int kStreamBlock = kThreads + 32;  // kThreads of data threads and one sync warp
 constexpr int kStreamPartBufs = 8;  // units of warp partials the data warps may run ahead of the sync warp
 constexpr int kStreamMaxCtas = 256;  // the sync warp merges up to 8 CTA partials per lane
-// The sync warp prepares a unit's coefficients up to coef_bufs - 1 units ahead of the slowest data warp's apply
-// (v6 held two: the prep of unit u could start only once unit u - 2 was applied, one unit of slack, about 1 us on
-// the 4-5 MB VAE groups against the prep's two L2 round trips). A buffer holds the coefficients of one slice's
-// channels, at most kStreamCoefCh of them.
-constexpr int kStreamCoefBufs = 8;
-constexpr int kStreamCoefCh = 256;
 
 cudaError_t launch_stream(const StreamParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 

@@ -259,11 +259,10 @@ struct WarpStats<__nv_bfloat16> : MmaStats<__nv_bfloat16, 0x3F803F80u> {};
 // stall no data warp.
 struct SyncState {
   float (*wpart)[kWarps][3];  // [kStreamPartBufs][data warp]: (count, mean, M2) of the warp's share of a unit
-  float2 (*coef)[kStreamCoefCh];  // [coef_bufs][channel of the slice]: y = silu(x * .x + .y)
+  float2 (*coef)[kMaxCpg];    // [2][channel of the slice]: y = silu(x * .x + .y)
   int* arrived;               // [kStreamPartBufs]: data warps whose partial of the buffer's unit is in wpart
   int* published;             // units whose CTA partial is published (data warps reuse wpart buffers behind it)
-  uint64_t* coef_full;        // [coef_bufs]: mbarrier of each coef buffer; phase k of buffer b completes with unit
-                              // b + coef_bufs * k
+  uint64_t* coef_full;        // [2]: mbarrier of each coef buffer; phase k of buffer b completes with unit b + 2k
   int* applied;               // [data warp]: units whose apply the warp has finished (coef buffers are reused
                               // behind the slowest warp: warps drift apart by up to a unit)
 };
@@ -296,7 +295,7 @@ __device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, 
     int slowest = lane < kWarps ? load_volatile(sh.applied + lane) : 1 << 30;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) slowest = min(slowest, __shfl_xor_sync(0xffffffffu, slowest, o));
-    if (prep < pub && prep < n_prep && slowest >= prep - (p.coef_bufs - 1)) {
+    if (prep < pub && prep < n_prep && slowest >= prep - 1) {
       unsigned arrivals = 0;
       if (lane == 0) arrivals = load_acquire(p.counters + prep);
       arrivals = __shfl_sync(0xffffffffu, arrivals, 0);
@@ -320,12 +319,12 @@ __device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, 
         m = warp_merge(m);
         const float rstd = rsqrtf(m.m2 / m.n + p.eps);
         const int c0 = (prep % p.groups) * p.cpg + c_first;
-        float2* cf = sh.coef[prep % p.coef_bufs];
+        float2* cf = sh.coef[prep % 2];
         for (int c = lane; c <= c_last - c_first; c += 32) {
           const float a = rstd * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
           cf[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - m.mean * a);
         }
-        mbar_arrive(sh.coef_full + prep % p.coef_bufs);  // every lane: each releases its own coefficient stores
+        mbar_arrive(sh.coef_full + prep % 2);  // every lane: each releases its own coefficient stores
         ++prep;
         busy = true;
       }
@@ -334,21 +333,17 @@ __device__ void sync_warp(const StreamParams& p, DType wb, const SyncState& sh, 
   }
 }
 
-// U: vectors per thread per chunk; NS: ring stages in use at once (the step in use and NS - 1 in flight). kHeld
-// (v15): a statistics chunk stays in its ring slot until its apply, `delay` steps later, so x is read once and never
-// re-read (the ring has p.held_slots slots of one chunk, at least delay + NS); otherwise (v6) a stage holds a step's
-// statistics chunk and its apply chunk, the latter re-read from the L2.
-template <typename T, int U, int NS, bool kHeld>
+template <typename T>
 __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams p, DType wb) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
-  constexpr int kStage = (kHeld ? 1 : 2) * U * kThreads;  // vectors per ring stage
-  // [stages][1 or 2 (statistics, apply)][U][kThreads]: each data thread's own slots
-  extern __shared__ uint4 ring[];
-  const int stages = kHeld ? p.held_slots : NS;
+  constexpr int U = kStreamUnroll;
+  constexpr int NS = kStreamStages;
+  constexpr int kStage = 2 * U * kThreads;  // vectors per ring stage
+  extern __shared__ uint4 ring[];  // [NS][2 (statistics, apply)][U][kThreads]: each data thread's own slots
   __shared__ float wpart[kStreamPartBufs][kWarps][3];
-  __shared__ float2 coef[kStreamCoefBufs][kStreamCoefCh];
-  __shared__ uint64_t coef_full[kStreamCoefBufs];
+  __shared__ float2 coef[2][kMaxCpg];
+  __shared__ uint64_t coef_full[2];
   __shared__ int arrived[kStreamPartBufs], published, applied[kWarps];
 
   const int tid = threadIdx.x, me = blockIdx.x, warp = tid / 32, lane = tid % 32;
@@ -359,11 +354,12 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   const int c_last = len > 0 ? (lo + len - 1) / p.channel_vecs : c_first;
   if (tid < kStreamPartBufs) arrived[tid] = 0;
   if (tid < kWarps) applied[tid] = 0;
-  if (tid < kStreamCoefBufs) {
-    mbar_init(coef_full + tid, 32);
+  if (tid == 0) {
+    published = 0;
+    mbar_init(coef_full, 32);
+    mbar_init(coef_full + 1, 32);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (tid == 0) published = 0;
   __syncthreads();  // the only CTA-wide barrier
   if (warp == kWarps) {
     sync_warp<VE>(p, wb, SyncState{wpart, coef, arrived, &published, coef_full, applied}, me, len, c_first, c_last);
@@ -400,31 +396,29 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
     return k * p.chunk_vecs + (tid | 31) + (U - 1) * kThreads < min((k + 1) * p.chunk_vecs, len);
   };
 
-  // Copies step s's chunks into ring stage s % stages; one commit group per step, empty or not (wait_group counts
-  // them).
+  // Copies step s's chunks into ring stage s % NS; one commit group per step, empty or not (wait_group counts them).
   Pos is = {0, 0}, ia = {0, 0};
   int issued = 0, istage = 0;
-  const uint64_t first = kHeld ? drop : keep;  // held x is never read again
   auto issue = [&]() {
     const int s = issued++;
     uint4* stage = ring + istage * kStage + tid;
-    istage = istage == stages - 1 ? 0 : istage + 1;
+    istage = istage == NS - 1 ? 0 : istage + 1;
     if (s < total) {
       if (len > 0) {
         const int base = is.k * p.chunk_vecs + tid, end = min((is.k + 1) * p.chunk_vecs, len);
         const uint4* src = x + (static_cast<int64_t>(is.u) * p.group_vecs + lo + base);
         if (full(is.k)) {
 #pragma unroll
-          for (int i = 0; i < U; ++i) cp_async16_hinted(stage + i * kThreads, src + i * kThreads, first);
+          for (int i = 0; i < U; ++i) cp_async16_hinted(stage + i * kThreads, src + i * kThreads, keep);
         } else {
 #pragma unroll
           for (int i = 0; i < U; ++i)
-            if (base + i * kThreads < end) cp_async16_hinted(stage + i * kThreads, src + i * kThreads, first);
+            if (base + i * kThreads < end) cp_async16_hinted(stage + i * kThreads, src + i * kThreads, keep);
         }
       }
       is.next(p.chunks);
     }
-    if (!kHeld && s >= delay && s - delay < total) {
+    if (s >= delay && s - delay < total) {
       if (len > 0) {
         const int base = ia.k * p.chunk_vecs + tid, end = min((ia.k + 1) * p.chunk_vecs, len);
         const uint4* src = x + (static_cast<int64_t>(ia.u) * p.group_vecs + lo + base);
@@ -449,12 +443,12 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
   // The apply's coefficients when `two`: z = x * a + c, and -z * log2(e) = x * na + nc, per channel of the slice.
   float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
   Pos us = {0, 0}, ua = {0, 0};
-  int ustage = 0, astage = 0;  // ring stages of the step's statistics and (held) of its apply
+  int ustage = 0;
 
-  // One chunk's apply: y = silu(x * a + c) for this thread's vectors at `src` (its slots of a ring stage).
+  // One chunk's apply: y = silu(x * a + c) for this thread's vectors of ring stage `stage`.
   // kFull and kTwo are template-level so that each of the four cases compiles without the others' work (v6g: nvcc
   // hoisted the table path's division out of its branch and ran it for every vector).
-  auto apply = [&](const uint4* src, uint4* dst, int base, int end, const float2* cf, auto full_tag, auto two_tag) {
+  auto apply = [&](const uint4* stage, uint4* dst, int base, int end, const float2* cf, auto full_tag, auto two_tag) {
     constexpr bool kFull = decltype(full_tag)::value, kTwo = decltype(two_tag)::value;
 #pragma unroll
     for (int i = 0; i < U; ++i) {
@@ -468,7 +462,7 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
           const float2 ac = cf[static_cast<unsigned>(lo + v) / static_cast<unsigned>(p.channel_vecs) - c_first];
           kc = make_float4(ac.x, ac.y, -ac.x * kLog2e, -ac.y * kLog2e);
         }
-        const uint4 w = src[i * kThreads];
+        const uint4 w = stage[(U + i) * kThreads];
         float f[VE];
         V::unpack(w, f);
 #pragma unroll
@@ -486,7 +480,7 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
     issue();
     cp_async_wait<NS - 1>();  // step t's copies (this thread's) have landed
     const uint4* stage = ring + ustage * kStage + tid;
-    ustage = ustage == stages - 1 ? 0 : ustage + 1;
+    ustage = ustage == NS - 1 ? 0 : ustage + 1;
 
     if (t < total) {
       const int base = us.k * p.chunk_vecs + tid, end = min((us.k + 1) * p.chunk_vecs, len);
@@ -521,10 +515,9 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 
     if (t >= delay) {
       if (len > 0) {
-        const int cb = ua.u % p.coef_bufs;
-        const float2* cf = coef[cb];
+        const float2* cf = coef[ua.u & 1];
         if (ua.k == 0) {
-          mbar_wait(coef_full + cb, (ua.u / p.coef_bufs) & 1);
+          mbar_wait(coef_full + (ua.u & 1), (ua.u >> 1) & 1);
           if (two) {
             constexpr float kLog2e = 1.4426950408889634f;
             const float2 a0 = cf[0], a1 = cf[c_last - c_first];
@@ -534,17 +527,16 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
         }
         const int base = ua.k * p.chunk_vecs + tid, end = min((ua.k + 1) * p.chunk_vecs, len);
         uint4* dst = y + (static_cast<int64_t>(ua.u) * p.group_vecs + lo + base);
-        const uint4* src = kHeld ? ring + astage * kStage + tid : stage + U * kThreads;
         if (full(ua.k)) {
           if (two)
-            apply(src, dst, base, end, cf, std::true_type{}, std::true_type{});
+            apply(stage, dst, base, end, cf, std::true_type{}, std::true_type{});
           else
-            apply(src, dst, base, end, cf, std::true_type{}, std::false_type{});
+            apply(stage, dst, base, end, cf, std::true_type{}, std::false_type{});
         } else {
           if (two)
-            apply(src, dst, base, end, cf, std::false_type{}, std::true_type{});
+            apply(stage, dst, base, end, cf, std::false_type{}, std::true_type{});
           else
-            apply(src, dst, base, end, cf, std::false_type{}, std::false_type{});
+            apply(stage, dst, base, end, cf, std::false_type{}, std::false_type{});
         }
         if (ua.k == p.chunks - 1) {
           __syncwarp();  // every lane is done reading this unit's coefficients
@@ -552,54 +544,43 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
         }
       }
       ua.next(p.chunks);
-      astage = astage == stages - 1 ? 0 : astage + 1;
     }
   }
   cp_async_wait<0>();
 }
 
-template <typename T, int U, int NS, bool kHeld>
-cudaError_t launch_stream_mode(const StreamParams& p, DType wb, cudaStream_t stream) {
-  auto kernel = gn_stream_kernel<T, U, NS, kHeld>;
-  const int smem = (kHeld ? p.held_slots : NS) * (kHeld ? 1 : 2) * U * kThreads * 16;
-  // The opt-in above 48 KB of shared memory is per function and device; raised once to the largest size seen.
-  static int opted[64] = {};
+template <typename T>
+cudaError_t launch_stream_typed(const StreamParams& p, DType wb, cudaStream_t stream) {
+  // The opt-in above 48 KB of shared memory is per function and device.
+  static bool opted[64] = {};
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
-  if (smem > opted[device & 63]) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (!opted[device & 63]) {
+    err = cudaFuncSetAttribute(gn_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
     if (err != cudaSuccess) return err;
-    opted[device & 63] = smem;
+    opted[device & 63] = true;
   }
   err = zero_counters(p.counters, p.units, stream);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
   cfg.blockDim = dim3(kStreamBlock);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.dynamicSmemBytes = kStreamSmem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeCooperative;  // every CTA waits for every other one
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, p, wb);
-}
-
-template <typename T>
-cudaError_t launch_stream_typed(const StreamParams& p, DType wb, cudaStream_t stream) {
-  if (p.held_slots == 0) return launch_stream_mode<T, kStreamUnroll, kStreamStages, false>(p, wb, stream);
-  if (p.held_unroll == 1) return launch_stream_mode<T, 1, kHeldStages1, true>(p, wb, stream);
-  return launch_stream_mode<T, 2, kHeldStages2, true>(p, wb, stream);
+  return cudaLaunchKernelEx(&cfg, gn_stream_kernel<T>, p, wb);
 }
 
 template <typename T>
 cudaError_t occupancy(int* out) {
-  auto kernel = gn_stream_kernel<T, kStreamUnroll, kStreamStages, false>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
+  cudaError_t err = cudaFuncSetAttribute(gn_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
   if (err != cudaSuccess) return err;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, kernel, kStreamBlock, kStreamSmem);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, gn_stream_kernel<T>, kStreamBlock, kStreamSmem);
 }
 
 }  // namespace
