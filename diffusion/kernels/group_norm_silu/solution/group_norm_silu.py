@@ -57,6 +57,8 @@ Design:
   shared-memory ring from its statistics to its apply) lost to the split path on the six large contiguous rows on
   an H200, its best variant per row by 14-31% (18% on the one row held mode cannot take): issue-bound, with a sixth
   of its instructions waiting for each unit's statistics from the other CTAs (ledger L0053), and is gone.
+- v16 (v15 with its sync work over two warps, the preparer taking up to two complete units at once) took 6-9% off
+  the stream mode and nothing off held mode, both still 20-50% behind the split path (ledger L0056), and is gone.
 
 """
 import math
