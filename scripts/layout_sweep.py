@@ -236,6 +236,11 @@ def _ntma_layouts():
     # compile), at the default warps and at 16
     out["early"] = {"_EARLY_LOADS": True}
     out["early_w16"] = {"_EARLY_LOADS": True, **out["wide_w16"]}
+    # L2 eviction policies of the loads (x, then the modulation tensors), as cutedsl_norm_scale_shift's v10
+    for ex, em in (("evict_last", ""), ("evict_last", "evict_last"), ("", "evict_last"), ("evict_first", ""),
+                   ("evict_first", "evict_first")):
+        out["ev_x{}_m{}".format(ex.replace("evict_", "") or "n", em.replace("evict_", "") or "n")] = {
+            "_EVICTION": (ex, em)}
     return m, out
 
 

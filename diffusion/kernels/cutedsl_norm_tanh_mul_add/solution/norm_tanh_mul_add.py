@@ -47,7 +47,7 @@ def _ntma_kernel(
     eps,
     IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, NORM2: tl.constexpr, HAS_W2: tl.constexpr,
     HAS_B2: tl.constexpr, PRECISE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-    EARLY: tl.constexpr,
+    EARLY: tl.constexpr, EV_X: tl.constexpr, EV_MOD: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_D)
@@ -56,15 +56,19 @@ def _ntma_kernel(
     mask = rmask[:, None] & cmask[None, :]
     bi = rows // S
     si = rows % S
-    x = tl.load(x_ptr + (bi * sxb + si * sxs)[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + (bi * sxb + si * sxs)[:, None] + cols[None, :], mask=mask, other=0.0,
+                eviction_policy=EV_X).to(tl.float32)
     if EARLY:
         # scale and shift issued with x, ahead of the first reduction: one DRAM round trip before the row's first
         # store instead of two (ncu, zimage rows on the H100: long_scoreboard is the top stall, at 47% occupancy)
-        z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0)
-        sh_raw = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0)
+        z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0,
+                    eviction_policy=EV_MOD)
+        sh_raw = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0,
+                         eviction_policy=EV_MOD)
     n = _norm_rows(x, w_ptr, b_ptr, cols, mask, cmask, D, eps, IS_LN, HAS_W, HAS_B)
     if not EARLY:
-        z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0)
+        z = tl.load(sc_ptr + (bi * scb + si * scs)[:, None] + cols[None, :], mask=mask, other=0.0,
+                    eviction_policy=EV_MOD)
     if PRECISE:
         # fp64 exp (libdevice on the GPU): near z = 0, 1 - t cancels, and an fp32 ex2.approx left tanh several ulps
         # off, which the second norm amplifies in y2 (reg_tman_fp32_layer_affine, H200 ca2f94a).
@@ -75,13 +79,15 @@ def _ntma_kernel(
     th = (1.0 - t) / (1.0 + t)
     th = tl.where(z < 0, -th, th).to(tl.float32)
     if not EARLY:
-        sh_raw = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0)
+        sh_raw = tl.load(sh_ptr + (bi * shb + si * shs)[:, None] + cols[None, :], mask=mask, other=0.0,
+                         eviction_policy=EV_MOD)
     y = n * th + sh_raw.to(tl.float32)
     tl.store(y_ptr + (bi * syb + si * sys_)[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     if NORM2:
         y = tl.where(mask, y, 0.0)
         n2 = _norm_rows(y, w2_ptr, b2_ptr, cols, mask, cmask, D, eps, IS_LN, HAS_W2, HAS_B2)
-        c2 = tl.load(sc2_ptr + (bi * c2b + si * c2s)[:, None] + cols[None, :], mask=mask, other=0.0)
+        c2 = tl.load(sc2_ptr + (bi * c2b + si * c2s)[:, None] + cols[None, :], mask=mask, other=0.0,
+                     eviction_policy=EV_MOD)
         y2 = n2 * (1.0 + c2.to(tl.float32))
         tl.store(y2_ptr + (bi * s2b + si * s2s)[:, None] + cols[None, :], y2.to(y2_ptr.dtype.element_ty), mask=mask)
 
@@ -122,6 +128,9 @@ def _affine(weight, bias, is_ln):
 
 
 _EARLY_LOADS = False  # scale and shift loaded with x (an untimed variant: scripts/layout_sweep.py `early_*`)
+# L2 eviction policies of the loads of x and of the modulation tensors ("" = the default; an untimed variant:
+# scripts/layout_sweep.py `ev_*`, after cutedsl_norm_scale_shift's v10, whose evict_last loads gained 1-3%)
+_EVICTION = ("", "")
 
 
 def _layout(block_d):
@@ -166,7 +175,8 @@ def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, 
         (M, S, D, x.stride(0), x.stride(1), out.stride(0), out.stride(1), o2.stride(0), o2.stride(1),
          sc[0], sc[1], sh[0], sh[1], c2[0], c2[1]),
         (float(eps),),
-        (is_ln, has_w, has_b, norm2, has_w2, has_b2, x.dtype == torch.float32, block_m, block_d, _EARLY_LOADS),
+        (is_ln, has_w, has_b, norm2, has_w2, has_b2, x.dtype == torch.float32, block_m, block_d, _EARLY_LOADS,
+         *_EVICTION),
         num_warps,
     )
     return out, out2
