@@ -236,11 +236,12 @@ def _ntma_layouts():
     # compile), at the default warps and at 16
     out["early"] = {"_EARLY_LOADS": True}
     out["early_w16"] = {"_EARLY_LOADS": True, **out["wide_w16"]}
-    # L2 eviction policies of the loads (x, then the modulation tensors), as cutedsl_norm_scale_shift's v10
-    for ex, em in (("evict_last", ""), ("evict_last", "evict_last"), ("", "evict_last"), ("evict_first", ""),
+    # L2 eviction policies of the loads (x, then the modulation tensors) for both forms, as cutedsl_norm_scale_shift's
+    # v10 (1e14757-evict-*.json; v4 takes evict_last on the _norm_scale form, evict_first on the plain one)
+    for ex, em in (("", ""), ("evict_last", ""), ("evict_last", "evict_last"), ("", "evict_last"), ("evict_first", ""),
                    ("evict_first", "evict_first")):
         out["ev_x{}_m{}".format(ex.replace("evict_", "") or "n", em.replace("evict_", "") or "n")] = {
-            "_EVICTION": (ex, em)}
+            "_EVICTION": {True: (ex, em), False: (ex, em)}}
     return m, out
 
 

@@ -1,4 +1,4 @@
-"""Candidate v3 for cutedsl_norm_tanh_mul_add: one Triton kernel for both entry points.
+"""Candidate v4 for cutedsl_norm_tanh_mul_add: one Triton kernel for both entry points.
 
 A program owns BLOCK_M whole token rows in registers (one row for D >= 2048, several for narrow rows so each thread
 still moves 16-byte vectors). It reads x once, takes fp32 statistics from the registers, writes
@@ -11,6 +11,9 @@ overflows. 16-bit rows take it in fp32; fp32 rows (judged at 1e-5 against an fp6
 scale, shift and scale2 are [1|B, 1|S, D]; their broadcast dimensions become zero strides on the host, so nothing is
 expanded or copied. The host path reads shapes and strides only and launches the cached compiled kernel
 (kda.lean_launch).
+
+v4: the loads carry L2 eviction policies by form (`_EVICTION`): evict_last on the _norm_scale form, evict_first on the
+plain one.
 """
 import torch
 import triton
@@ -128,9 +131,13 @@ def _affine(weight, bias, is_ln):
 
 
 _EARLY_LOADS = False  # scale and shift loaded with x (an untimed variant: scripts/layout_sweep.py `early_*`)
-# L2 eviction policies of the loads of x and of the modulation tensors ("" = the default; an untimed variant:
-# scripts/layout_sweep.py `ev_*`, after cutedsl_norm_scale_shift's v10, whose evict_last loads gained 1-3%)
-_EVICTION = ("", "")
+# v4: L2 eviction policies of the loads of x and of the modulation tensors, by form (the _norm_scale form or not).
+# After cutedsl_norm_scale_shift's v10 (evict_last loads, 1-3%). H200, two sweeps with kernel times
+# (docs/profile/h200/layout-sweep/1e14757-evict-1.json, -2.json): evict_last on every load took the _norm_scale rows'
+# kernel from 46.3-46.4 to 45.6-45.8 us (s4096) and 47.1-47.3 to 46.6-46.7 (s4128); on the plain rows evict_first on
+# every load took 30.3-30.5 to 29.7-30.0 (s4096) and 30.4-30.6 to 29.8-29.9 (s4128), where evict_last moved nothing,
+# and evict_first cost the _norm_scale rows 4-5%.
+_EVICTION = {True: ("evict_last", "evict_last"), False: ("evict_first", "evict_first")}
 
 
 def _layout(block_d):
@@ -176,7 +183,7 @@ def _run(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps, 
          sc[0], sc[1], sh[0], sh[1], c2[0], c2[1]),
         (float(eps),),
         (is_ln, has_w, has_b, norm2, has_w2, has_b2, x.dtype == torch.float32, block_m, block_d, _EARLY_LOADS,
-         *_EVICTION),
+         *_EVICTION[bool(norm2)]),
         num_warps,
     )
     return out, out2
