@@ -73,7 +73,7 @@ from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
-                     ("binding.cpp", "gn_resident.cu", "gn_stream.cu"), ("gn_resident.h", "gn_common.cuh"))
+                     ("binding.cpp", "gn_resident.cu", "gn_stream.cu", "gn_held.cu"), ("gn_resident.h", "gn_common.cuh"))
 _RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's static arrays
 _RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
@@ -100,6 +100,18 @@ _STREAM_CTAS_PER_SM = 1            # at most (the 192 KB ring leaves room for on
 _STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus at least this much x
 _STREAM_L2_SPAN = None             # if set, the lag grows to this many bytes less one group (x kept in the L2)
 _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
+
+# v17: contiguous 16-bit x above _RESIDENT_MAX_BYTES through the held kernel (csrc/gn_held.cu): one unit at a time
+# held across the whole grid, each CTA's slice copied by TMA into a shared-memory ring and kept there from its
+# statistics to its apply, so x is read once; the ring's slots beyond one slice keep the next units' copies in
+# flight through the grid's exchange of statistics. Off until measured against the split path.
+_HELD = False
+_HELD_DTYPES = (torch.float16, torch.bfloat16)
+_HELD_CHUNK_VECS = 1024            # 16-byte vectors per TMA copy at most (16 KB)
+_HELD_SPARE_SLOTS = 2              # ring slots beyond one slice, at least
+_HELD_RESERVE = 2 << 10            # bytes of shared memory left for the kernel's static arrays (1152 under nvcc 13)
+_HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas of csrc/gn_resident.h
+_HELD_MAX_CTAS = 256
 
 # v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through one persistent Triton grid of teams
 # (_gn_team_kernel). The programs form `teams` teams and team t takes units (batch, group)
@@ -723,6 +735,27 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
     return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
 
 
+def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots) for the held kernel, or None when it cannot take x.
+
+    One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
+    contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
+    512-byte boundary, and at most one channel long so that a slice spans at most two channels. A slice is copied in
+    `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS) into a ring of `ring_slots` chunk slots,
+    which must hold a slice and _HELD_SPARE_SLOTS more."""
+    if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
+        return None
+    group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
+    slice_vecs = cdiv(cdiv(group_vecs, min(sms, _HELD_MAX_CTAS)), 32) * 32
+    ctas = cdiv(group_vecs, slice_vecs)
+    chunks = cdiv(slice_vecs, _HELD_CHUNK_VECS)
+    chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
+    ring_slots = min(_HELD_MAX_SLOTS, (smem_optin - _HELD_RESERVE) // (16 * chunk_vecs))
+    if slice_vecs > channel_vecs or ring_slots < chunks + _HELD_SPARE_SLOTS:
+        return None
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots
+
+
 def team_plan(units, group_elems, channel_elems, elem, programs):
     """(team, teams, slice) for the team kernel, or None when it cannot take x: `programs` programs (all resident) in
     `teams` teams of `team`, as many teams as units of x fit in _TEAM_L2_BYTES (in _TEAM_L2_MAX_BYTES where that
@@ -844,8 +877,8 @@ def _team_gpu(device):
 
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
-    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("team", team_launch(...), triton plan) or ("stream",
-    stream_plan(...), triton plan) above, else the Triton plan."""
+    contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("held", held_plan(...), triton plan), ("team",
+    team_launch(...), triton plan) or ("stream", stream_plan(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
@@ -855,6 +888,10 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
+        hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) \
+            if _HELD and x.dtype in _HELD_DTYPES else None
+        if hp is not None:
+            return ("held", hp, fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
         if launch is not None:
@@ -1001,6 +1038,10 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         if _run_team(x, weight, bias, out, eps, plan[1]):
             return out
         plan = _plans[key] = plan[2]  # refused: this GPU (share) holds fewer programs than at plan time
+    elif plan[0] == "held":
+        if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1]):
+            return out
+        plan = plan[2]  # not 16-byte aligned, or the driver refused the grid
     elif plan[0] == "stream":
         if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
             return out

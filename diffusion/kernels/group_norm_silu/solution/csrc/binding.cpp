@@ -155,6 +155,60 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   return true;
 }
 
+// v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots). Returns
+// false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
+bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+              const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
+              int64_t chunk_vecs, int64_t ring_slots) {
+  Call call;
+  if (!accept(x, weight, bias, out, &call)) return false;
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
+  const int64_t elem = x.element_size();
+  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
+  if ((S * elem) % 16 != 0) return false;
+  const int64_t group_vecs = (C / groups) * S * elem / 16, channel_vecs = S * elem / 16;
+  // Every CTA owns a non-empty slice of at most two channels that fits its chunks, and the chunks fit the ring with
+  // a slot to spare (the kernel relies on all of it).
+  TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kHeldMaxCtas && slice_vecs >= 1 && slice_vecs <= channel_vecs &&
+                        (ctas - 1) * slice_vecs < group_vecs && ctas * slice_vecs >= group_vecs && chunks >= 1 &&
+                        chunk_vecs >= 1 && chunks * chunk_vecs >= slice_vecs && ring_slots > chunks &&
+                        ring_slots <= kda_gn::kHeldMaxSlots && B * groups * group_vecs < (int64_t{1} << 40) &&
+                        group_vecs < (int64_t{1} << 31),
+                    "group_norm_silu: inconsistent held plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
+                    chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ")");
+
+  c10::cuda::CUDAGuard guard(x.device());
+  const int64_t units = B * groups;
+  // One allocation: partials [units][ctas] (float2), then the units' counters.
+  at::Tensor ws = at::empty({2 * units * ctas + units}, x.options().dtype(at::kFloat));
+  float* f = ws.data_ptr<float>();
+  kda_gn::HeldParams p;
+  p.x = x.data_ptr();
+  p.y = out.data_ptr();
+  p.w = call.w;
+  p.b = call.b;
+  p.partials = reinterpret_cast<float2*>(f);
+  p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas);
+  p.group_vecs = static_cast<int>(group_vecs);
+  p.channel_vecs = static_cast<int>(channel_vecs);
+  p.units = static_cast<int>(units);
+  p.groups = static_cast<int>(groups);
+  p.cpg = static_cast<int>(C / groups);
+  p.ctas = static_cast<int>(ctas);
+  p.slice_vecs = static_cast<int>(slice_vecs);
+  p.chunks = static_cast<int>(chunks);
+  p.chunk_vecs = static_cast<int>(chunk_vecs);
+  p.ring_slots = static_cast<int>(ring_slots);
+  p.eps = static_cast<float>(eps);
+  const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
+  if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back
+    (void)cudaGetLastError();
+    return false;
+  }
+  TORCH_CHECK(err == cudaSuccess, "group_norm_silu held kernel launch failed: ", cudaGetErrorString(err));
+  return true;
+}
+
 // CTAs of the stream kernel one SM holds at once, the least over x's dtypes (the plan's grid must all be resident).
 int64_t stream_ctas_per_sm(int64_t device) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
@@ -174,5 +228,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("run", &run, "silu(GroupNorm(x)) into out through the resident kernel; False: this call is not handled");
   m.def("run_stream", &run_stream,
         "silu(GroupNorm(x)) into out through the L2 stream kernel; False: this call is not handled");
+  m.def("run_held", &run_held,
+        "silu(GroupNorm(x)) into out through the held kernel; False: this call is not handled");
   m.def("stream_ctas_per_sm", &stream_ctas_per_sm, "CTAs of the stream kernel resident per SM on a device");
 }

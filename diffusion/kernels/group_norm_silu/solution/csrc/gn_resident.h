@@ -83,4 +83,38 @@ cudaError_t launch_stream(const StreamParams& p, DType x_dtype, DType wb_dtype, 
 // CTAs of the stream kernel that fit on one SM (its occupancy with kStreamSmem of shared memory), for the plan.
 cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 
+// v17: one call of the held kernel on a contiguous 16-bit x [B, C, S] too large to be held on chip whole, one unit
+// (batch, group) at a time held across the whole grid instead. Each of `ctas` CTAs (one per SM, resident at once:
+// a cooperative launch) owns vectors [i * slice_vecs, (i + 1) * slice_vecs) of every unit (the last CTA fewer, none
+// empty, at most two channels each), copied by TMA in `chunks` chunks of up to `chunk_vecs` vectors into a ring of
+// `ring_slots` chunk slots. A slice stays in the ring from its statistics until its apply, so x is read from DRAM
+// once; the slots beyond one slice keep the next units' copies in flight while the CTA waits for the grid's
+// statistics of the current one.
+struct HeldParams {
+  const void* x;
+  void* y;
+  const void* w;
+  const void* b;
+  float2* partials;        // [units][ctas]: (mean, M2) of each CTA's slice
+  unsigned* counters;      // [units], zero before the launch: CTAs that published their partial
+  int group_vecs;
+  int channel_vecs;
+  int units;
+  int groups;
+  int cpg;
+  int ctas;
+  int slice_vecs;
+  int chunks;
+  int chunk_vecs;
+  int ring_slots;
+  float eps;
+};
+
+constexpr int kHeldThreads = 256;                // threads that compute (8 warps)
+constexpr int kHeldBlock = kHeldThreads + 64;    // and a copy warp and a sync warp
+constexpr int kHeldMaxSlots = 64;
+constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
+
+cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
+
 }  // namespace kda_gn

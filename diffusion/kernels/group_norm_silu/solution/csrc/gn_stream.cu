@@ -24,17 +24,6 @@
 namespace kda_gn {
 namespace {
 
-__device__ __forceinline__ uint64_t l2_policy(bool evict_last, bool evict_first) {
-  uint64_t pol;
-  if (evict_last)
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
-  else if (evict_first)
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  else
-    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-
 __device__ __forceinline__ void store_hinted(uint4* p, const uint4& v, uint64_t pol) {
   asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x),
                "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol)
@@ -52,70 +41,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// A (count, mean, M2) summary and Chan et al.'s merge; empty summaries are neutral.
-struct Moments {
-  float n, mean, m2;
-};
-
-__device__ __forceinline__ Moments merge(const Moments& a, const Moments& b) {
-  const float n = a.n + b.n;
-  const float f = n > 0.f ? b.n / n : 0.f;
-  const float d = b.mean - a.mean;
-  return {n, fmaf(d, f, a.mean), a.m2 + b.m2 + d * d * a.n * f};
-}
-
-__device__ __forceinline__ Moments warp_merge(Moments m) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const Moments other = {__shfl_xor_sync(0xffffffffu, m.n, o), __shfl_xor_sync(0xffffffffu, m.mean, o),
-                           __shfl_xor_sync(0xffffffffu, m.m2, o)};
-    m = merge(m, other);
-  }
-  return m;
-}
-
-__device__ __forceinline__ float ex2_approx(float v) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
-  return r;
-}
-
-__device__ __forceinline__ float rcp_approx(float v) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
-  return r;
-}
-
 __device__ __forceinline__ int load_volatile(const int* p) { return *static_cast<const volatile int*>(p); }
-
-// A shared-memory mbarrier per coefficient buffer: the sync warp's 32 lanes arrive (release) once the buffer holds a
-// unit's coefficients; data warps wait on the phase's parity (acquire). try_wait suspends the waiting warp in
-// hardware (v6f's lane-0 spin on a flag issued a third of all instructions: ncu SourceCounters, 6ba run).
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))),
-               "r"(count)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile(
-      "{\n .reg .b64 st;\n mbarrier.arrive.release.cta.shared::cta.b64 st, [%0];\n}\n" ::"r"(
-          static_cast<unsigned>(__cvta_generic_to_shared(bar)))
-      : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(bar));
-  unsigned done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
-        "p;\n}\n"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-  }
-}
 
 // The running (count, mean, M2) of one warp's share of a unit. Generic: per thread about its first element
 // (no E[x^2] - mean^2 cancellation), merged over the warp at the end.

@@ -1,0 +1,256 @@
+// group_norm_silu v17, the held kernel: y = silu(GroupNorm(x)) on a contiguous 16-bit x too large to hold on chip
+// whole, with x read from DRAM once. One unit (batch, group) at a time is held across the whole grid: each CTA's
+// slice of it stays in a shared-memory ring from its statistics until its apply.
+//
+// Why: the split path reads x twice and tops out near 2/3 of a copy (ledger L0057); every one-read schedule before
+// this one lost to it. v15's held mode, the nearest, was issue-bound at ~30 instructions per element (ledger L0053):
+// each thread copied its own ring slots with cp.async and a sixth of the instructions waited. Here one lane copies
+// whole chunks with TMA bulk copies (no instruction per element for the copy), the compute warps only wait on
+// mbarriers that suspend them, and one sync warp does every cross-CTA exchange. The ring's slots beyond one slice
+// keep the next units' copies in flight while the grid exchanges statistics, so DRAM does not idle at the wait.
+//
+// Roles (kHeldBlock threads): warps 0-7 compute (statistics of a unit's slice, then, once its coefficients are in,
+// the apply from the same slots, releasing each slot); warp 8 copies (one lane issues each chunk's bulk copy when
+// its slot is free); warp 9 syncs (publishes the CTA's partial, waits for the grid's, writes the coefficients).
+#include "gn_common.cuh"
+
+#include <cstdint>
+
+namespace kda_gn {
+namespace {
+
+constexpr int kHeldWarps = kHeldThreads / 32;
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+// `bytes` (a multiple of 16) from global to shared memory; completion is counted on `bar` as transaction bytes.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
+      : "memory");
+}
+
+// A position in the ring: slot and the parity of its current fill.
+struct Slot {
+  int s = 0;
+  unsigned phase = 0;
+  __device__ void next(int slots) {
+    if (++s == slots) {
+      s = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DType wb) {
+  using V = Vec<T>;
+  constexpr int VE = V::VE;
+  extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
+  __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready, coef_ready;
+  __shared__ float2 wpart[kHeldWarps];  // each compute warp's (sum, sum of squares) of x - pivot over its share
+  __shared__ float4 coef[2];            // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
+  __shared__ float pivot_sh;            // the unit's pivot, the slice's first element
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int lo = blockIdx.x * p.slice_vecs;
+  const int len = min(p.slice_vecs, p.group_vecs - lo);  // > 0: the plan leaves no CTA empty
+  const int c_first = lo / p.channel_vecs;
+  const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
+  if (tid == 0) {
+    for (int s = 0; s < p.ring_slots; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, kHeldWarps);
+    }
+    mbar_init(&part_ready, kHeldWarps);
+    mbar_init(&coef_ready, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // the only CTA-wide barrier
+
+  if (warp == kHeldWarps) {  // copy warp
+    if (lane != 0) return;
+    const uint64_t pol = l2_policy(false, true);  // x is read once
+    const char* x = static_cast<const char*>(p.x);
+    Slot at;
+    for (int u = 0; u < p.units; ++u) {
+      const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
+      for (int k = 0; k < p.chunks; ++k) {
+        const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+        mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
+        mbar_expect_tx(full + at.s, 16u * n);
+        bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,
+                  full + at.s, pol);
+        at.next(p.ring_slots);
+      }
+    }
+    return;
+  }
+
+  if (warp == kHeldWarps + 1) {  // sync warp
+    float2* part = p.partials;
+    const int last = p.group_vecs - (p.ctas - 1) * p.slice_vecs;  // the last CTA's slice
+    for (int u = 0; u < p.units; ++u) {
+      mbar_wait(&part_ready, u & 1);
+      float2 a = lane < kHeldWarps ? wpart[lane] : make_float2(0.f, 0.f);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
+        a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
+      }
+      const float n = static_cast<float>(len) * VE;
+      if (lane == 0) {
+        part[static_cast<int64_t>(u) * p.ctas + blockIdx.x] =
+            make_float2(pivot_sh + a.x / n, fmaxf(a.y - a.x * (a.x / n), 0.f));
+        __threadfence();
+        atomicAdd(p.counters + u, 1u);
+      }
+      while (load_acquire(p.counters + u) < static_cast<unsigned>(p.ctas)) __nanosleep(64);
+      const float2* pu = part + static_cast<int64_t>(u) * p.ctas;
+      Moments m = {0.f, 0.f, 0.f};
+#pragma unroll
+      for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
+        const int i = lane + 32 * j;
+        if (i < p.ctas) {
+          const float2 pv = __ldcg(pu + i);
+          m = merge(m, Moments{static_cast<float>(i == p.ctas - 1 ? last : p.slice_vecs) * VE, pv.x, pv.y});
+        }
+      }
+      m = warp_merge(m);
+      const float rstd = rsqrtf(m.m2 / m.n + p.eps);
+      if (lane < 2) {
+        constexpr float kLog2e = 1.4426950408889634f;
+        const int cl = c_first + lane;  // channel within the group
+        float4 k = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (cl < p.cpg) {
+          const int c = (u % p.groups) * p.cpg + cl;
+          const float sa = rstd * (p.w ? to_float(p.w, c, wb) : 1.f);
+          const float sc = (p.b ? to_float(p.b, c, wb) : 0.f) - m.mean * sa;
+          k = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
+        }
+        coef[lane] = k;
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&coef_ready);
+    }
+    return;
+  }
+
+  // Compute warps.
+  const uint4* ringc = ring;
+  uint4* y = static_cast<uint4*>(p.y);
+  Slot at;
+  for (int u = 0; u < p.units; ++u) {
+    const Slot first = at;
+    // Statistics: sums of x - pivot (the slice's first element: no E[x^2] - mean^2 cancellation).
+    float s1 = 0.f, s2 = 0.f, pivot = 0.f;
+    for (int k = 0; k < p.chunks; ++k) {
+      mbar_wait(full + at.s, at.phase);
+      const uint4* slot = ringc + at.s * p.chunk_vecs;
+      if (k == 0) {
+        float f[VE];
+        V::unpack(slot[0], f);
+        pivot = f[0];
+      }
+      const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+#pragma unroll 4
+      for (int v = tid; v < n; v += kHeldThreads) {
+        float f[VE];
+        V::unpack(slot[v], f);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+          const float d = f[e] - pivot;
+          s1 += d;
+          s2 = fmaf(d, d, s2);
+        }
+      }
+      at.next(p.ring_slots);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+      s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    }
+    if (lane == 0) {
+      wpart[warp] = make_float2(s1, s2);
+      if (warp == 0) pivot_sh = pivot;
+      mbar_arrive(&part_ready);
+    }
+    mbar_wait(&coef_ready, u & 1);
+    const float4 k0 = coef[0], k1 = coef[1];
+    // Apply from the same slots, releasing each once every warp has read it.
+    at = first;
+    uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
+    for (int k = 0; k < p.chunks; ++k) {
+      const uint4* slot = ringc + at.s * p.chunk_vecs;
+      const int base = k * p.chunk_vecs;
+      const int n = min(p.chunk_vecs, len - base);
+#pragma unroll 4
+      for (int v = tid; v < n; v += kHeldThreads) {
+        const float4 kc = base + v < split ? k0 : k1;
+        float f[VE];
+        V::unpack(slot[v], f);
+#pragma unroll
+        for (int e = 0; e < VE; ++e) {
+          // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
+          const float z = fmaf(f[e], kc.x, kc.y);
+          f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+        }
+        dst[base + v] = V::pack(f);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + at.s);
+      at.next(p.ring_slots);
+    }
+  }
+}
+
+template <typename T>
+cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
+  const int smem = p.ring_slots * p.chunk_vecs * 16;
+  // The opt-in above 48 KB of shared memory is per function and device; the largest size asked so far is kept.
+  static int opted[64] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (opted[device & 63] < smem) {
+    err = cudaFuncSetAttribute(gn_held_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    opted[device & 63] = smem;
+  }
+  err = zero_counters(p.counters, p.units, stream);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
+  cfg.blockDim = dim3(kHeldBlock);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA waits for every other one
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, gn_held_kernel<T>, p, wb);
+}
+
+}  // namespace
+
+cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream) {
+  switch (x_dtype) {
+    case DType::kFP16: return launch_held_typed<__half>(p, wb_dtype, stream);
+    case DType::kBF16: return launch_held_typed<__nv_bfloat16>(p, wb_dtype, stream);
+    default: return launch_held_typed<float>(p, wb_dtype, stream);
+  }
+}
+
+}  // namespace kda_gn

@@ -1,0 +1,74 @@
+"""group_norm_silu v17: the held kernel's plan (pure integer math, checked for every contiguous production row above
+the resident limit, which is where the kernel would run) and its compilation for Hopper without spills where nvcc
+is installed. Its numbers are checked on a GPU by `kda check` and the layout sweep; the plan is what a CPU can check:
+a plan the kernel's assumptions do not hold for would hang the grid or write the wrong channels."""
+import math
+import sys
+
+import pytest
+
+from kda.task import Task
+
+TASK = Task.load("group_norm_silu")
+IMPL = sys.modules[TASK.load_solution().__name__ + ".group_norm_silu"]
+SMS = 132           # H200 multiprocessors
+SMEM = 227 << 10    # opt-in shared memory per block on sm_90
+
+
+def _x_bytes(row):
+    x = row.tensors["x"]
+    return math.prod(x.shape) * (4 if "float32" in str(x.dtype) else 2)
+
+
+def _geometry(shape, elem, groups=32):
+    B, C = shape[0], shape[1]
+    S = math.prod(shape[2:])
+    return B * groups, (C // groups) * S, S, elem
+
+
+HELD_ROWS = [r for r in TASK.rows if r.tensors["x"].stride[-1] == 1 and _x_bytes(r) > IMPL._RESIDENT_MAX_BYTES
+             and "float32" not in str(r.tensors["x"].dtype)]
+
+
+def test_the_held_rows_include_every_contiguous_production_row_of_256_mb_or_more():
+    big = {r.id for r in TASK.rows if r.production and r.tensors["x"].stride[-1] == 1 and 2 * _x_bytes(r) >= 256e6}
+    assert len(big) == 6 and big <= {r.id for r in HELD_ROWS}
+
+
+@pytest.mark.parametrize("row", HELD_ROWS, ids=lambda r: r.id)
+def test_every_held_row_has_a_plan_the_kernel_can_run(row):
+    x = row.tensors["x"]
+    units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
+    plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
+    assert plan is not None
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots = plan
+    group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
+    assert ctas <= SMS  # one CTA per SM, all resident (the grid waits for itself)
+    assert (ctas - 1) * slice_vecs < group_vecs <= ctas * slice_vecs  # covered, and no CTA without a slice
+    assert slice_vecs % 32 == 0  # every copy starts on a 512-byte boundary
+    assert slice_vecs <= channel_vecs  # a slice spans at most two channels (the kernel keeps two coefficients)
+    assert (chunks - 1) * chunk_vecs < slice_vecs <= chunks * chunk_vecs <= chunks * IMPL._HELD_CHUNK_VECS
+    assert ring_slots >= chunks + IMPL._HELD_SPARE_SLOTS  # a slice held, and copies of the next in flight
+    assert ring_slots * chunk_vecs * 16 + IMPL._HELD_RESERVE <= SMEM and ring_slots <= IMPL._HELD_MAX_SLOTS
+
+
+def test_the_largest_group_is_held_in_nine_chunks_with_six_slots_to_spare():
+    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in nine copies of
+    # at most 960 vectors (15 KB); 15 such slots fit 227 KB less the reserve
+    plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
+    assert plan == (132, 8448, 9, 960, 15)
+
+
+def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():
+    # 4 channels of 2^22 elements per group: 32 MB over 132 rings of 227 KB (29 MB) cannot be held
+    assert IMPL.held_plan(*_geometry((1, 128, 1, 2048, 2048), 2), SMS, SMEM) is None
+    # on a GPU of 264 SMs the same group fits
+    assert IMPL.held_plan(*_geometry((1, 128, 1, 2048, 2048), 2), 264, SMEM) is not None
+    # 512 channels of 64 elements per group: a slice of 32 vectors over four channels of 8 vectors each
+    assert IMPL.held_plan(*_geometry((1, 16384, 1, 8, 8), 2), SMS, SMEM) is None
+    assert IMPL.held_plan(*_geometry((1, 64, 3, 5, 7), 2), SMS, SMEM) is None  # a channel is not whole vectors
+
+
+def test_held_kernel_compiles_for_hopper_without_spills(hopper_build):
+    # the held kernel for fp16, bf16 and fp32
+    assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 3
