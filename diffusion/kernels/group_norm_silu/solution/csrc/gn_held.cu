@@ -67,6 +67,8 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
   const int len = min(p.slice_vecs, p.group_vecs - lo);  // > 0: the plan leaves no CTA empty
   const int c_first = lo / p.channel_vecs;
   const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
+  // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
+  const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
   if (tid == 0) {
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     Slot at;
     for (int u = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
-      for (int k = 0; k < p.chunks; ++k) {
+      for (int k = 0; k < chunks; ++k) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
         mbar_expect_tx(full + at.s, 16u * n);
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     const Slot first = at;
     // Statistics: sums of x - pivot (the slice's first element: no E[x^2] - mean^2 cancellation).
     float s1 = 0.f, s2 = 0.f, pivot = 0.f;
-    for (int k = 0; k < p.chunks; ++k) {
+    for (int k = 0; k < chunks; ++k) {
       mbar_wait(full + at.s, at.phase);
       const uint4* slot = ringc + at.s * p.chunk_vecs;
       if (k == 0) {
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     // Apply from the same slots, releasing each once every warp has read it.
     at = first;
     uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
-    for (int k = 0; k < p.chunks; ++k) {
+    for (int k = 0; k < chunks; ++k) {
       const uint4* slot = ringc + at.s * p.chunk_vecs;
       const int base = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - base);
