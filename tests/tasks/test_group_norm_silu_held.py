@@ -41,22 +41,32 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots = plan
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag = plan
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
     assert ctas <= SMS  # one CTA per SM, all resident (the grid waits for itself)
     assert (ctas - 1) * slice_vecs < group_vecs <= ctas * slice_vecs  # covered, and no CTA without a slice
     assert slice_vecs % 32 == 0  # every copy starts on a 512-byte boundary
     assert slice_vecs <= channel_vecs  # a slice spans at most two channels (the kernel keeps two coefficients)
     assert (chunks - 1) * chunk_vecs < slice_vecs <= chunks * chunk_vecs <= chunks * IMPL._HELD_CHUNK_VECS
-    assert ring_slots >= chunks + IMPL._HELD_SPARE_SLOTS  # a slice held, and copies of the next in flight
+    assert 0 <= lag <= min(IMPL._HELD_LAG, IMPL._HELD_MAX_LAG)
+    # lag + 1 slices held (fewer would never free the slot the next copy waits for), and copies in flight; a lag
+    # one larger would not leave them
+    assert ring_slots >= (lag + 1) * chunks + IMPL._HELD_SPARE_SLOTS
+    assert lag == IMPL._HELD_LAG or ring_slots < (lag + 2) * chunks + IMPL._HELD_SPARE_SLOTS
     assert ring_slots * chunk_vecs * 16 + IMPL._HELD_RESERVE <= SMEM and ring_slots <= IMPL._HELD_MAX_SLOTS
 
 
-def test_the_largest_group_is_held_in_nine_chunks_with_six_slots_to_spare():
+def test_the_largest_group_is_held_in_nine_chunks_with_six_slots_to_spare_and_no_lag():
     # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in nine copies of
-    # at most 960 vectors (15 KB); 15 such slots fit 227 KB less the reserve
+    # at most 960 vectors (15 KB); 15 such slots fit 227 KB less the reserve, too few for a second slice
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan == (132, 8448, 9, 960, 15)
+    assert plan == (132, 8448, 9, 960, 15, 0)
+
+
+def test_a_4_7_mb_group_takes_the_default_lag():
+    # c512 t9 128x128: 2240 vectors a CTA in three copies of 768; 18 slots hold the lag's three slices and more
+    plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
+    assert plan == (132, 2240, 3, 768, 18, IMPL._HELD_LAG)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():

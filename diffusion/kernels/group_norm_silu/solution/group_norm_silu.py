@@ -104,14 +104,19 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # v17: contiguous 16-bit x above _RESIDENT_MAX_BYTES through the held kernel (csrc/gn_held.cu): one unit at a time
 # held across the whole grid, each CTA's slice copied by TMA into a shared-memory ring and kept there from its
 # statistics to its apply, so x is read once; the ring's slots beyond one slice keep the next units' copies in
-# flight through the grid's exchange of statistics. Off until measured against the split path.
+# flight. A CTA takes unit u + lag's statistics before unit u's apply, so the grid's exchange of unit u's statistics
+# (each CTA's partial, tagged by the call, read by every other CTA's sync warp) has lag units of work to arrive in:
+# v17's first build (lag 0, a counter and a fence per unit) spent ~4.8 us a unit on it whatever the unit's size
+# (docs/profile/h200/layout-sweep/3fbf17e-held.json). Off until measured against the split path.
 _HELD = False
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
 _HELD_CHUNK_VECS = 1024            # 16-byte vectors per TMA copy at most (16 KB)
-_HELD_SPARE_SLOTS = 2              # ring slots beyond one slice, at least
+_HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
+_HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
 _HELD_RESERVE = 2 << 10            # bytes of shared memory left for the kernel's static arrays (1152 under nvcc 13)
-_HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas of csrc/gn_resident.h
+_HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
+_HELD_MAX_LAG = 7
 
 # v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through one persistent Triton grid of teams
 # (_gn_team_kernel). The programs form `teams` teams and team t takes units (batch, group)
@@ -736,13 +741,13 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots) for the held kernel, or None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag) for the held kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
     512-byte boundary, and at most one channel long so that a slice spans at most two channels. A slice is copied in
     `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS) into a ring of `ring_slots` chunk slots,
-    which must hold a slice and _HELD_SPARE_SLOTS more."""
+    which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the largest up to _HELD_LAG that fits."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -751,9 +756,10 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     chunks = cdiv(slice_vecs, _HELD_CHUNK_VECS)
     chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
     ring_slots = min(_HELD_MAX_SLOTS, (smem_optin - _HELD_RESERVE) // (16 * chunk_vecs))
-    if slice_vecs > channel_vecs or ring_slots < chunks + _HELD_SPARE_SLOTS:
+    lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
+    if slice_vecs > channel_vecs or lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

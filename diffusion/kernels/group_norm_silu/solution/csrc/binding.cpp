@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <tuple>
 
@@ -155,11 +157,11 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   return true;
 }
 
-// v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots). Returns
-// false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
+// v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag).
+// Returns false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
 bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
               const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
-              int64_t chunk_vecs, int64_t ring_slots) {
+              int64_t chunk_vecs, int64_t ring_slots, int64_t lag) {
   Call call;
   if (!accept(x, weight, bias, out, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
@@ -167,28 +169,32 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
   if ((S * elem) % 16 != 0) return false;
   const int64_t group_vecs = (C / groups) * S * elem / 16, channel_vecs = S * elem / 16;
-  // Every CTA owns a non-empty slice of at most two channels that fits its chunks, and the chunks fit the ring with
-  // a slot to spare (the kernel relies on all of it).
+  // Every CTA owns a non-empty slice of at most two channels that fits its chunks, and lag + 1 slices fit the ring
+  // (the kernel relies on all of it: a ring too small for them never frees the slot the next copy waits for).
   TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kHeldMaxCtas && slice_vecs >= 1 && slice_vecs <= channel_vecs &&
                         (ctas - 1) * slice_vecs < group_vecs && ctas * slice_vecs >= group_vecs && chunks >= 1 &&
-                        chunk_vecs >= 1 && chunks * chunk_vecs >= slice_vecs && ring_slots > chunks &&
-                        ring_slots <= kda_gn::kHeldMaxSlots && B * groups * group_vecs < (int64_t{1} << 40) &&
-                        group_vecs < (int64_t{1} << 31),
+                        chunk_vecs >= 1 && (chunks - 1) * chunk_vecs < slice_vecs &&
+                        chunks * chunk_vecs >= slice_vecs && lag >= 0 && lag <= kda_gn::kHeldMaxLag &&
+                        ring_slots >= (lag + 1) * chunks && ring_slots <= kda_gn::kHeldMaxSlots &&
+                        B * groups * group_vecs < (int64_t{1} << 40) && group_vecs < (int64_t{1} << 31),
                     "group_norm_silu: inconsistent held plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
-                    chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ")");
+                    chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ", lag ", lag, ")");
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
-  // One allocation: partials [units][ctas] (float2), then the units' counters.
-  at::Tensor ws = at::empty({2 * units * ctas + units}, x.options().dtype(at::kFloat));
-  float* f = ws.data_ptr<float>();
+  // The partials, [units][ctas] of 16 bytes, need no zeroing: each call's are told apart by its tag. Tags start
+  // from a clock so that another process's leftovers in the same memory carry other ones.
+  static std::atomic<unsigned> next_tag{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  unsigned tag = next_tag.fetch_add(1);
+  if (tag == 0) tag = next_tag.fetch_add(1);
+  at::Tensor ws = at::empty({4 * units * ctas}, x.options().dtype(at::kFloat));
   kda_gn::HeldParams p;
   p.x = x.data_ptr();
   p.y = out.data_ptr();
   p.w = call.w;
   p.b = call.b;
-  p.partials = reinterpret_cast<float2*>(f);
-  p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas);
+  p.partials = reinterpret_cast<uint4*>(ws.data_ptr<float>());
+  p.tag = tag;
   p.group_vecs = static_cast<int>(group_vecs);
   p.channel_vecs = static_cast<int>(channel_vecs);
   p.units = static_cast<int>(units);
@@ -199,6 +205,7 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.chunks = static_cast<int>(chunks);
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.ring_slots = static_cast<int>(ring_slots);
+  p.lag = static_cast<int>(lag);
   p.eps = static_cast<float>(eps);
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back

@@ -52,15 +52,34 @@ struct Slot {
   }
 };
 
+// A CTA's partial of one unit as two 8-byte words, each a float and the call's tag: an aligned 8-byte word is written
+// and read whole (NCCL's LL protocol rests on the same), so a reader that finds both tags has both values, with no
+// fence, counter or second round trip.
+__device__ __forceinline__ void store_partial(uint4* slot, float mean, float m2, unsigned tag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(mean)), "r"(tag),
+               "r"(__float_as_uint(m2)), "r"(tag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_partial(const uint4* slot) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(slot)
+               : "memory");
+  return v;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DType wb) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
+  constexpr int kBufs = kHeldMaxLag + 1;
   extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
-  __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready, coef_ready;
-  __shared__ float2 wpart[kHeldWarps];  // each compute warp's (sum, sum of squares) of x - pivot over its share
-  __shared__ float4 coef[2];            // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
-  __shared__ float pivot_sh;            // the unit's pivot, the slice's first element
+  __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready[kBufs], coef_ready, coef_taken;
+  __shared__ float2 wpart[kBufs][kHeldWarps];  // each compute warp's (sum, sum of squares) of x - pivot
+  __shared__ float pivot[kBufs];               // the unit's pivot: the slice's first element
+  __shared__ float4 coef[2];  // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int lo = blockIdx.x * p.slice_vecs;
@@ -69,13 +88,15 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
   const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
   // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
   const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
+  const int bufs = p.lag + 1;
   if (tid == 0) {
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, kHeldWarps);
     }
-    mbar_init(&part_ready, kHeldWarps);
+    for (int b = 0; b < bufs; ++b) mbar_init(part_ready + b, kHeldWarps);
     mbar_init(&coef_ready, 1);
+    mbar_init(&coef_taken, kHeldWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // the only CTA-wide barrier
@@ -99,48 +120,63 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     return;
   }
 
-  if (warp == kHeldWarps + 1) {  // sync warp
-    float2* part = p.partials;
+  if (warp == kHeldWarps + 1) {  // sync warp: step t publishes unit t's partial and prepares unit t - lag
     const int last = p.group_vecs - (p.ctas - 1) * p.slice_vecs;  // the last CTA's slice
-    for (int u = 0; u < p.units; ++u) {
-      mbar_wait(&part_ready, u & 1);
-      float2 a = lane < kHeldWarps ? wpart[lane] : make_float2(0.f, 0.f);
+    const float n = static_cast<float>(len) * VE;
+    for (int t = 0; t < p.units + p.lag; ++t) {
+      const int u = t - p.lag;
+      // this lane's channel's weight and bias for unit u, loaded before the waits
+      float wv = 1.f, bv = 0.f;
+      const int cl = c_first + lane;  // lanes 0 and 1: the slice's channels within the group
+      if (u >= 0 && lane < 2 && cl < p.cpg) {
+        const int c = (u % p.groups) * p.cpg + cl;
+        if (p.w) wv = to_float(p.w, c, wb);
+        if (p.b) bv = to_float(p.b, c, wb);
+      }
+      if (t < p.units) {
+        const int b = t % bufs;
+        mbar_wait(part_ready + b, (t / bufs) & 1);
+        float2 a = lane < kHeldWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
-        a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
+        for (int o = 16; o > 0; o >>= 1) {
+          a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
+          a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
+        }
+        if (lane == 0)
+          store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, pivot[b] + a.x / n,
+                        fmaxf(a.y - a.x * (a.x / n), 0.f), p.tag);
       }
-      const float n = static_cast<float>(len) * VE;
-      if (lane == 0) {
-        part[static_cast<int64_t>(u) * p.ctas + blockIdx.x] =
-            make_float2(pivot_sh + a.x / n, fmaxf(a.y - a.x * (a.x / n), 0.f));
-        __threadfence();
-        atomicAdd(p.counters + u, 1u);
+      if (u < 0) continue;
+      const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
+      uint4 pv[kHeldMaxCtas / 32];
+      for (;;) {
+        bool ok = true;
+#pragma unroll
+        for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
+          const int i = lane + 32 * j;
+          if (i < p.ctas) {
+            pv[j] = load_partial(pu + i);
+            ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
+          }
+        }
+        if (__all_sync(0xffffffffu, ok)) break;
+        __nanosleep(32);
       }
-      while (load_acquire(p.counters + u) < static_cast<unsigned>(p.ctas)) __nanosleep(64);
-      const float2* pu = part + static_cast<int64_t>(u) * p.ctas;
       Moments m = {0.f, 0.f, 0.f};
 #pragma unroll
       for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
         const int i = lane + 32 * j;
-        if (i < p.ctas) {
-          const float2 pv = __ldcg(pu + i);
-          m = merge(m, Moments{static_cast<float>(i == p.ctas - 1 ? last : p.slice_vecs) * VE, pv.x, pv.y});
-        }
+        if (i < p.ctas)
+          m = merge(m, Moments{static_cast<float>(i == p.ctas - 1 ? last : p.slice_vecs) * VE,
+                               __uint_as_float(pv[j].x), __uint_as_float(pv[j].z)});
       }
       m = warp_merge(m);
       const float rstd = rsqrtf(m.m2 / m.n + p.eps);
+      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
       if (lane < 2) {
         constexpr float kLog2e = 1.4426950408889634f;
-        const int cl = c_first + lane;  // channel within the group
-        float4 k = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (cl < p.cpg) {
-          const int c = (u % p.groups) * p.cpg + cl;
-          const float sa = rstd * (p.w ? to_float(p.w, c, wb) : 1.f);
-          const float sc = (p.b ? to_float(p.b, c, wb) : 0.f) - m.mean * sa;
-          k = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
-        }
-        coef[lane] = k;
+        const float sa = rstd * wv, sc = bv - m.mean * sa;
+        coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(&coef_ready);
@@ -148,53 +184,58 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     return;
   }
 
-  // Compute warps.
+  // Compute warps: step t takes the statistics of unit t, then the apply of unit t - lag.
   const uint4* ringc = ring;
   uint4* y = static_cast<uint4*>(p.y);
-  Slot at;
-  for (int u = 0; u < p.units; ++u) {
-    const Slot first = at;
-    // Statistics: sums of x - pivot (the slice's first element: no E[x^2] - mean^2 cancellation).
-    float s1 = 0.f, s2 = 0.f, pivot = 0.f;
-    for (int k = 0; k < chunks; ++k) {
-      mbar_wait(full + at.s, at.phase);
-      const uint4* slot = ringc + at.s * p.chunk_vecs;
-      if (k == 0) {
-        float f[VE];
-        V::unpack(slot[0], f);
-        pivot = f[0];
-      }
-      const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-#pragma unroll 4
-      for (int v = tid; v < n; v += kHeldThreads) {
-        float f[VE];
-        V::unpack(slot[v], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float d = f[e] - pivot;
-          s1 += d;
-          s2 = fmaf(d, d, s2);
+  Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
+  for (int t = 0; t < p.units + p.lag; ++t) {
+    if (t < p.units) {
+      // Statistics: sums of x - pivot (the slice's first element: no E[x^2] - mean^2 cancellation).
+      float s1 = 0.f, s2 = 0.f, piv = 0.f;
+      for (int k = 0; k < chunks; ++k) {
+        mbar_wait(full + st.s, st.phase);
+        const uint4* slot = ringc + st.s * p.chunk_vecs;
+        if (k == 0) {
+          float f[VE];
+          V::unpack(slot[0], f);
+          piv = f[0];
         }
-      }
-      at.next(p.ring_slots);
-    }
+        const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+#pragma unroll 4
+        for (int v = tid; v < n; v += kHeldThreads) {
+          float f[VE];
+          V::unpack(slot[v], f);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-      s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+          for (int e = 0; e < VE; ++e) {
+            const float d = f[e] - piv;
+            s1 += d;
+            s2 = fmaf(d, d, s2);
+          }
+        }
+        st.next(p.ring_slots);
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+      }
+      if (lane == 0) {
+        const int b = t % bufs;
+        wpart[b][warp] = make_float2(s1, s2);
+        if (warp == 0) pivot[b] = piv;
+        mbar_arrive(part_ready + b);
+      }
     }
-    if (lane == 0) {
-      wpart[warp] = make_float2(s1, s2);
-      if (warp == 0) pivot_sh = pivot;
-      mbar_arrive(&part_ready);
-    }
+    const int u = t - p.lag;
+    if (u < 0) continue;
     mbar_wait(&coef_ready, u & 1);
     const float4 k0 = coef[0], k1 = coef[1];
-    // Apply from the same slots, releasing each once every warp has read it.
-    at = first;
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&coef_taken);
+    // Apply from the slots the statistics read, releasing each once every warp has read it.
     uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
     for (int k = 0; k < chunks; ++k) {
-      const uint4* slot = ringc + at.s * p.chunk_vecs;
+      const uint4* slot = ringc + ap.s * p.chunk_vecs;
       const int base = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - base);
 #pragma unroll 4
@@ -211,8 +252,8 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
         dst[base + v] = V::pack(f);
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty + at.s);
-      at.next(p.ring_slots);
+      if (lane == 0) mbar_arrive(empty + ap.s);
+      ap.next(p.ring_slots);
     }
   }
 }
@@ -230,8 +271,6 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
     if (err != cudaSuccess) return err;
     opted[device & 63] = smem;
   }
-  err = zero_counters(p.counters, p.units, stream);
-  if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
   cfg.blockDim = dim3(kHeldBlock);

@@ -88,15 +88,15 @@ cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 // a cooperative launch) owns vectors [i * slice_vecs, (i + 1) * slice_vecs) of every unit (the last CTA fewer, none
 // empty, at most two channels each), copied by TMA in `chunks` chunks of up to `chunk_vecs` vectors into a ring of
 // `ring_slots` chunk slots. A slice stays in the ring from its statistics until its apply, so x is read from DRAM
-// once; the slots beyond one slice keep the next units' copies in flight while the CTA waits for the grid's
-// statistics of the current one.
+// once. A CTA takes the statistics of unit u + lag before the apply of unit u, so the grid's exchange of unit u's
+// statistics has `lag` units of work to arrive in; the ring holds lag + 1 slices and keeps copying into the rest.
 struct HeldParams {
   const void* x;
   void* y;
   const void* w;
   const void* b;
-  float2* partials;        // [units][ctas]: (mean, M2) of each CTA's slice
-  unsigned* counters;      // [units], zero before the launch: CTAs that published their partial
+  uint4* partials;         // [units][ctas]: {mean, tag, M2, tag} of each CTA's slice (floats as bits)
+  unsigned tag;            // this call's tag, never 0 and unlike the last calls': a partial is there when its tags are
   int group_vecs;
   int channel_vecs;
   int units;
@@ -107,6 +107,7 @@ struct HeldParams {
   int chunks;
   int chunk_vecs;
   int ring_slots;
+  int lag;
   float eps;
 };
 
@@ -114,6 +115,7 @@ constexpr int kHeldThreads = 256;                // threads that compute (8 warp
 constexpr int kHeldBlock = kHeldThreads + 64;    // and a copy warp and a sync warp
 constexpr int kHeldMaxSlots = 64;
 constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
+constexpr int kHeldMaxLag = 7;
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
