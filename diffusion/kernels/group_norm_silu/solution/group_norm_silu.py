@@ -110,7 +110,7 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # (docs/profile/h200/layout-sweep/3fbf17e-held.json). Off until measured against the split path.
 _HELD = False
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
-_HELD_CHUNK_VECS = 1024            # 16-byte vectors per TMA copy at most (16 KB)
+_HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
 _HELD_RESERVE = 2 << 10            # bytes of shared memory left for the kernel's static arrays (1152 under nvcc 13)

@@ -52,12 +52,12 @@ struct Slot {
   }
 };
 
-// A CTA's partial of one unit as two 8-byte words, each a float and the call's tag: an aligned 8-byte word is written
-// and read whole (NCCL's LL protocol rests on the same), so a reader that finds both tags has both values, with no
-// fence, counter or second round trip.
-__device__ __forceinline__ void store_partial(uint4* slot, float mean, float m2, unsigned tag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(mean)), "r"(tag),
-               "r"(__float_as_uint(m2)), "r"(tag)
+// A CTA's partial of one unit (its sums of x - pivot and of their squares) as two 8-byte words, each a float and
+// the call's tag: an aligned 8-byte word is written and read whole (NCCL's LL protocol rests on the same), so a
+// reader that finds both tags has both values, with no fence, counter or second round trip.
+__device__ __forceinline__ void store_partial(uint4* slot, float s1, float s2, unsigned tag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(s1)), "r"(tag),
+               "r"(__float_as_uint(s2)), "r"(tag)
                : "memory");
 }
 
@@ -70,6 +70,14 @@ __device__ __forceinline__ uint4 load_partial(const uint4* slot) {
   return v;
 }
 
+// The first element of unit u, the pivot of its sums in every CTA.
+template <typename T>
+__device__ __forceinline__ float unit_pivot(const void* x, int u, int group_vecs) {
+  float f[Vec<T>::VE];
+  Vec<T>::unpack(__ldg(static_cast<const uint4*>(x) + static_cast<int64_t>(u) * group_vecs), f);
+  return f[0];
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DType wb) {
   using V = Vec<T>;
@@ -78,7 +86,6 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
   extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
   __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready[kBufs], coef_ready, coef_taken;
   __shared__ float2 wpart[kBufs][kHeldWarps];  // each compute warp's (sum, sum of squares) of x - pivot
-  __shared__ float pivot[kBufs];               // the unit's pivot: the slice's first element
   __shared__ float4 coef[2];  // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -120,18 +127,59 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     return;
   }
 
-  if (warp == kHeldWarps + 1) {  // sync warp: step t publishes unit t's partial and prepares unit t - lag
-    const int last = p.group_vecs - (p.ctas - 1) * p.slice_vecs;  // the last CTA's slice
-    const float n = static_cast<float>(len) * VE;
+  if (warp == kHeldWarps + 1) {  // sync warp: step t prepares unit t - lag, then publishes unit t's partial
+    // Preparing first lets it run while the compute warps take unit t's statistics (v17b published first, and the
+    // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps).
+    const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
     for (int t = 0; t < p.units + p.lag; ++t) {
       const int u = t - p.lag;
-      // this lane's channel's weight and bias for unit u, loaded before the waits
-      float wv = 1.f, bv = 0.f;
-      const int cl = c_first + lane;  // lanes 0 and 1: the slice's channels within the group
-      if (u >= 0 && lane < 2 && cl < p.cpg) {
-        const int c = (u % p.groups) * p.cpg + cl;
-        if (p.w) wv = to_float(p.w, c, wb);
-        if (p.b) bv = to_float(p.b, c, wb);
+      if (u >= 0) {
+        // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group) and the unit's
+        // pivot, loaded alongside the partials
+        float wv = 1.f, bv = 0.f;
+        const int cl = c_first + lane;
+        if (lane < 2 && cl < p.cpg) {
+          const int c = (u % p.groups) * p.cpg + cl;
+          if (p.w) wv = to_float(p.w, c, wb);
+          if (p.b) bv = to_float(p.b, c, wb);
+        }
+        const float piv = unit_pivot<T>(p.x, u, p.group_vecs);
+        const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
+        float s1 = 0.f, s2 = 0.f;
+        for (;;) {
+          uint4 pv[kHeldMaxCtas / 32];
+          bool ok = true;
+#pragma unroll
+          for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
+            const int i = lane + 32 * j;
+            pv[j] = i < p.ctas ? load_partial(pu + i) : make_uint4(0u, p.tag, 0u, p.tag);
+            ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
+          }
+          if (__all_sync(0xffffffffu, ok)) {
+#pragma unroll
+            for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
+              s1 += __uint_as_float(pv[j].x);
+              s2 += __uint_as_float(pv[j].z);
+            }
+            break;
+          }
+          __nanosleep(32);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+          s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        }
+        const float md = s1 / count;  // mean - pivot
+        const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
+        if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
+        if (lane < 2) {
+          constexpr float kLog2e = 1.4426950408889634f;
+          const float sa = rstd * wv, sc = bv - (piv + md) * sa;
+          coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&coef_ready);
       }
       if (t < p.units) {
         const int b = t % bufs;
@@ -142,44 +190,8 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
           a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
           a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
         }
-        if (lane == 0)
-          store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, pivot[b] + a.x / n,
-                        fmaxf(a.y - a.x * (a.x / n), 0.f), p.tag);
+        if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
       }
-      if (u < 0) continue;
-      const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
-      uint4 pv[kHeldMaxCtas / 32];
-      for (;;) {
-        bool ok = true;
-#pragma unroll
-        for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
-          const int i = lane + 32 * j;
-          if (i < p.ctas) {
-            pv[j] = load_partial(pu + i);
-            ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
-          }
-        }
-        if (__all_sync(0xffffffffu, ok)) break;
-        __nanosleep(32);
-      }
-      Moments m = {0.f, 0.f, 0.f};
-#pragma unroll
-      for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
-        const int i = lane + 32 * j;
-        if (i < p.ctas)
-          m = merge(m, Moments{static_cast<float>(i == p.ctas - 1 ? last : p.slice_vecs) * VE,
-                               __uint_as_float(pv[j].x), __uint_as_float(pv[j].z)});
-      }
-      m = warp_merge(m);
-      const float rstd = rsqrtf(m.m2 / m.n + p.eps);
-      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
-      if (lane < 2) {
-        constexpr float kLog2e = 1.4426950408889634f;
-        const float sa = rstd * wv, sc = bv - m.mean * sa;
-        coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&coef_ready);
     }
     return;
   }
@@ -188,18 +200,17 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
   const uint4* ringc = ring;
   uint4* y = static_cast<uint4*>(p.y);
   Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
+  float piv_next = unit_pivot<T>(p.x, 0, p.group_vecs);
   for (int t = 0; t < p.units + p.lag; ++t) {
     if (t < p.units) {
-      // Statistics: sums of x - pivot (the slice's first element: no E[x^2] - mean^2 cancellation).
-      float s1 = 0.f, s2 = 0.f, piv = 0.f;
+      // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
+      // cancellation), loaded a unit ahead.
+      const float piv = piv_next;
+      if (t + 1 < p.units) piv_next = unit_pivot<T>(p.x, t + 1, p.group_vecs);
+      float s1 = 0.f, s2 = 0.f;
       for (int k = 0; k < chunks; ++k) {
         mbar_wait(full + st.s, st.phase);
         const uint4* slot = ringc + st.s * p.chunk_vecs;
-        if (k == 0) {
-          float f[VE];
-          V::unpack(slot[0], f);
-          piv = f[0];
-        }
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
 #pragma unroll 4
         for (int v = tid; v < n; v += kHeldThreads) {
@@ -222,7 +233,6 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
       if (lane == 0) {
         const int b = t % bufs;
         wpart[b][warp] = make_float2(s1, s2);
-        if (warp == 0) pivot[b] = piv;
         mbar_arrive(part_ready + b);
       }
     }

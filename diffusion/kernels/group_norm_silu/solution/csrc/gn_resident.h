@@ -95,7 +95,8 @@ struct HeldParams {
   void* y;
   const void* w;
   const void* b;
-  uint4* partials;         // [units][ctas]: {mean, tag, M2, tag} of each CTA's slice (floats as bits)
+  uint4* partials;         // [units][ctas]: {s1, tag, s2, tag}: sums of x - pivot (the unit's first element) and of
+                           // their squares over each CTA's slice (floats as bits)
   unsigned tag;            // this call's tag, never 0 and unlike the last calls': a partial is there when its tags are
   int group_vecs;
   int channel_vecs;
