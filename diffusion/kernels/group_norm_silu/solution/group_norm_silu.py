@@ -113,7 +113,8 @@ _HELD_DTYPES = (torch.float16, torch.bfloat16)
 _HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
-_HELD_RESERVE = 2 << 10            # bytes of shared memory left for the kernel's static arrays (1152 under nvcc 13)
+_HELD_WARPS = 8                    # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations)
+_HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
 _HELD_MAX_LAG = 7
@@ -741,7 +742,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag) for the held kernel, or None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps) for the held kernel, or None when it cannot
+    take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -759,7 +761,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
     if slice_vecs > channel_vecs or lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -157,11 +157,11 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   return true;
 }
 
-// v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag).
+// v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps).
 // Returns false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
 bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
               const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
-              int64_t chunk_vecs, int64_t ring_slots, int64_t lag) {
+              int64_t chunk_vecs, int64_t ring_slots, int64_t lag, int64_t warps) {
   Call call;
   if (!accept(x, weight, bias, out, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
@@ -176,9 +176,11 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
                         chunk_vecs >= 1 && (chunks - 1) * chunk_vecs < slice_vecs &&
                         chunks * chunk_vecs >= slice_vecs && lag >= 0 && lag <= kda_gn::kHeldMaxLag &&
                         ring_slots >= (lag + 1) * chunks && ring_slots <= kda_gn::kHeldMaxSlots &&
-                        B * groups * group_vecs < (int64_t{1} << 40) && group_vecs < (int64_t{1} << 31),
+                        B * groups * group_vecs < (int64_t{1} << 40) && group_vecs < (int64_t{1} << 31) &&
+                        (warps == 8 || warps == 12 || warps == 16),
                     "group_norm_silu: inconsistent held plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
-                    chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ", lag ", lag, ")");
+                    chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ", lag ", lag, ", warps ", warps,
+                    ")");
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
@@ -206,6 +208,7 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.ring_slots = static_cast<int>(ring_slots);
   p.lag = static_cast<int>(lag);
+  p.warps = static_cast<int>(warps);
   p.eps = static_cast<float>(eps);
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back

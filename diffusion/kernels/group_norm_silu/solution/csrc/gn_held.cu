@@ -9,17 +9,16 @@
 // mbarriers that suspend them, and one sync warp does every cross-CTA exchange. The ring's slots beyond one slice
 // keep the next units' copies in flight while the grid exchanges statistics, so DRAM does not idle at the wait.
 //
-// Roles (kHeldBlock threads): warps 0-7 compute (statistics of a unit's slice, then, once its coefficients are in,
-// the apply from the same slots, releasing each slot); warp 8 copies (one lane issues each chunk's bulk copy when
-// its slot is free); warp 9 syncs (publishes the CTA's partial, waits for the grid's, writes the coefficients).
+// Roles (kWarps + 2 warps): warps 0 .. kWarps - 1 compute (statistics of a unit's slice, then, once its
+// coefficients are in, the apply from the same slots, releasing each slot); warp kWarps copies (one lane issues each
+// chunk's bulk copy when its slot is free); warp kWarps + 1 syncs (publishes the CTA's partial, reads the grid's,
+// writes the coefficients).
 #include "gn_common.cuh"
 
 #include <cstdint>
 
 namespace kda_gn {
 namespace {
-
-constexpr int kHeldWarps = kHeldThreads / 32;
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -78,14 +77,15 @@ __device__ __forceinline__ float unit_pivot(const void* x, int u, int group_vecs
   return f[0];
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DType wb) {
+template <typename T, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams p, DType wb) {
+  constexpr int kCompute = kWarps * 32;
   using V = Vec<T>;
   constexpr int VE = V::VE;
   constexpr int kBufs = kHeldMaxLag + 1;
   extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
   __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready[kBufs], coef_ready, coef_taken;
-  __shared__ float2 wpart[kBufs][kHeldWarps];  // each compute warp's (sum, sum of squares) of x - pivot
+  __shared__ float2 wpart[kBufs][kWarps];  // each compute warp's (sum, sum of squares) of x - pivot
   __shared__ float4 coef[2];  // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -99,16 +99,16 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
   if (tid == 0) {
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, kHeldWarps);
+      mbar_init(empty + s, kWarps);
     }
-    for (int b = 0; b < bufs; ++b) mbar_init(part_ready + b, kHeldWarps);
+    for (int b = 0; b < bufs; ++b) mbar_init(part_ready + b, kWarps);
     mbar_init(&coef_ready, 1);
-    mbar_init(&coef_taken, kHeldWarps);
+    mbar_init(&coef_taken, kWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // the only CTA-wide barrier
 
-  if (warp == kHeldWarps) {  // copy warp
+  if (warp == kWarps) {  // copy warp
     if (lane != 0) return;
     const uint64_t pol = l2_policy(false, true);  // x is read once
     const char* x = static_cast<const char*>(p.x);
@@ -127,71 +127,80 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
     return;
   }
 
-  if (warp == kHeldWarps + 1) {  // sync warp: step t prepares unit t - lag, then publishes unit t's partial
+  if (warp == kWarps + 1) {  // sync warp: step t prepares unit t - lag, then publishes unit t's partial
     // Preparing first lets it run while the compute warps take unit t's statistics (v17b published first, and the
-    // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps).
+    // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
+    // lag the unit's own partial must go first.
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
-    for (int t = 0; t < p.units + p.lag; ++t) {
-      const int u = t - p.lag;
-      if (u >= 0) {
-        // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group) and the unit's
-        // pivot, loaded alongside the partials
-        float wv = 1.f, bv = 0.f;
-        const int cl = c_first + lane;
-        if (lane < 2 && cl < p.cpg) {
-          const int c = (u % p.groups) * p.cpg + cl;
-          if (p.w) wv = to_float(p.w, c, wb);
-          if (p.b) bv = to_float(p.b, c, wb);
+    // The grid's statistics of unit u into the coefficients of this CTA's channels.
+    auto prepare = [&](int u) {
+      // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group) and the unit's
+      // pivot, loaded alongside the partials
+      float wv = 1.f, bv = 0.f;
+      const int cl = c_first + lane;
+      if (lane < 2 && cl < p.cpg) {
+        const int c = (u % p.groups) * p.cpg + cl;
+        if (p.w) wv = to_float(p.w, c, wb);
+        if (p.b) bv = to_float(p.b, c, wb);
+      }
+      const float piv = unit_pivot<T>(p.x, u, p.group_vecs);
+      const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
+      float s1 = 0.f, s2 = 0.f;
+      for (;;) {
+        uint4 pv[kHeldMaxCtas / 32];
+        bool ok = true;
+#pragma unroll
+        for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
+          const int i = lane + 32 * j;
+          pv[j] = i < p.ctas ? load_partial(pu + i) : make_uint4(0u, p.tag, 0u, p.tag);
+          ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
         }
-        const float piv = unit_pivot<T>(p.x, u, p.group_vecs);
-        const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
-        float s1 = 0.f, s2 = 0.f;
-        for (;;) {
-          uint4 pv[kHeldMaxCtas / 32];
-          bool ok = true;
+        if (__all_sync(0xffffffffu, ok)) {
 #pragma unroll
           for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
-            const int i = lane + 32 * j;
-            pv[j] = i < p.ctas ? load_partial(pu + i) : make_uint4(0u, p.tag, 0u, p.tag);
-            ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
+            s1 += __uint_as_float(pv[j].x);
+            s2 += __uint_as_float(pv[j].z);
           }
-          if (__all_sync(0xffffffffu, ok)) {
-#pragma unroll
-            for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
-              s1 += __uint_as_float(pv[j].x);
-              s2 += __uint_as_float(pv[j].z);
-            }
-            break;
-          }
-          __nanosleep(32);
+          break;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-          s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-        }
-        const float md = s1 / count;  // mean - pivot
-        const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
-        if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
-        if (lane < 2) {
-          constexpr float kLog2e = 1.4426950408889634f;
-          const float sa = rstd * wv, sc = bv - (piv + md) * sa;
-          coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&coef_ready);
+        __nanosleep(32);
       }
-      if (t < p.units) {
-        const int b = t % bufs;
-        mbar_wait(part_ready + b, (t / bufs) & 1);
-        float2 a = lane < kHeldWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
-          a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
-        }
-        if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
+      for (int o = 16; o > 0; o >>= 1) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
       }
+      const float md = s1 / count;  // mean - pivot
+      const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
+      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
+      if (lane < 2) {
+        constexpr float kLog2e = 1.4426950408889634f;
+        const float sa = rstd * wv, sc = bv - (piv + md) * sa;
+        coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&coef_ready);
+    };
+    // This CTA's partial of unit t, once every compute warp has left its sums.
+    auto publish = [&](int t) {
+      const int b = t % bufs;
+      mbar_wait(part_ready + b, (t / bufs) & 1);
+      float2 a = lane < kWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
+        a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
+      }
+      if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
+    };
+    for (int t = 0; t < p.units + p.lag; ++t) {
+      if (p.lag == 0) {  // a unit's own partial first: its exchange waits for it
+        publish(t);
+        prepare(t);
+        continue;
+      }
+      if (t >= p.lag) prepare(t - p.lag);
+      if (t < p.units) publish(t);
     }
     return;
   }
@@ -213,7 +222,7 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
         const uint4* slot = ringc + st.s * p.chunk_vecs;
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
 #pragma unroll 4
-        for (int v = tid; v < n; v += kHeldThreads) {
+        for (int v = tid; v < n; v += kCompute) {
           float f[VE];
           V::unpack(slot[v], f);
 #pragma unroll
@@ -249,7 +258,7 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
       const int base = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - base);
 #pragma unroll 4
-      for (int v = tid; v < n; v += kHeldThreads) {
+      for (int v = tid; v < n; v += kCompute) {
         const float4 kc = base + v < split ? k0 : k1;
         float f[VE];
         V::unpack(slot[v], f);
@@ -268,7 +277,7 @@ __global__ void __launch_bounds__(kHeldBlock, 1) gn_held_kernel(HeldParams p, DT
   }
 }
 
-template <typename T>
+template <typename T, int kWarps>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
   const int smem = p.ring_slots * p.chunk_vecs * 16;
   // The opt-in above 48 KB of shared memory is per function and device; the largest size asked so far is kept.
@@ -277,13 +286,13 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (opted[device & 63] < smem) {
-    err = cudaFuncSetAttribute(gn_held_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    err = cudaFuncSetAttribute(gn_held_kernel<T, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     opted[device & 63] = smem;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
-  cfg.blockDim = dim3(kHeldBlock);
+  cfg.blockDim = dim3(kWarps * 32 + 64);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -291,16 +300,25 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gn_held_kernel<T>, p, wb);
+  return cudaLaunchKernelEx(&cfg, gn_held_kernel<T, kWarps>, p, wb);
+}
+
+template <typename T>
+cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
+  switch (p.warps) {
+    case 8: return launch_held_typed<T, 8>(p, wb, stream);
+    case 12: return launch_held_typed<T, 12>(p, wb, stream);
+    default: return launch_held_typed<T, 16>(p, wb, stream);
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream) {
   switch (x_dtype) {
-    case DType::kFP16: return launch_held_typed<__half>(p, wb_dtype, stream);
-    case DType::kBF16: return launch_held_typed<__nv_bfloat16>(p, wb_dtype, stream);
-    default: return launch_held_typed<float>(p, wb_dtype, stream);
+    case DType::kFP16: return launch_held_warps<__half>(p, wb_dtype, stream);
+    case DType::kBF16: return launch_held_warps<__nv_bfloat16>(p, wb_dtype, stream);
+    default: return launch_held_warps<float>(p, wb_dtype, stream);
   }
 }
 

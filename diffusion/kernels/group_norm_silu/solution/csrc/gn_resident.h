@@ -109,11 +109,11 @@ struct HeldParams {
   int chunk_vecs;
   int ring_slots;
   int lag;
+  int warps;               // compute warps: 8, 12 or 16
   float eps;
 };
 
-constexpr int kHeldThreads = 256;                // threads that compute (8 warps)
-constexpr int kHeldBlock = kHeldThreads + 64;    // and a copy warp and a sync warp
+// Compute warps per CTA: 8, 12 or 16 (instantiations), and a copy warp and a sync warp.
 constexpr int kHeldMaxSlots = 64;
 constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
 constexpr int kHeldMaxLag = 7;
