@@ -170,4 +170,80 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
   }
 }
 
+// Pairs of x's 16-bit type in one register: a - b, the low half as a float, 1.0 twice, and D += A B on the tensor
+// cores (m16n8k16, float accumulators).
+template <typename T>
+struct Half2Ops;
+template <>
+struct Half2Ops<__half> {
+  static constexpr unsigned kOne2 = 0x3C003C00u;
+  __device__ static unsigned sub2(unsigned a, unsigned b) {
+    unsigned r;
+    asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+  }
+  __device__ static float low_to_float(unsigned h) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
+  }
+  __device__ static void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                             unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Half2Ops<__nv_bfloat16> {
+  static constexpr unsigned kOne2 = 0x3F803F80u;
+  __device__ static unsigned sub2(unsigned a, unsigned b) {
+    unsigned r;
+    asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+  }
+  __device__ static float low_to_float(unsigned h) { return __uint_as_float(h << 16); }
+  __device__ static void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                             unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+
+// A warp's sums of 16-bit values and of their squares on the tensor cores. One 16-byte vector per lane is a 16 x 16
+// tile X (lane l holds the m16n8k16 A fragment: rows l/4 and l/4 + 8, columns 2 (l%4) + {0, 1} and + 8). Per tile:
+// X times ones accumulates the row sums (every column alike), X times X[0:8]^T and X times X[8:16]^T accumulate
+// X X^T, whose diagonal holds the row sums of squares; the B fragments of X^T are the A fragment's own registers.
+template <typename T>
+struct TileSums {
+  float sum[4] = {0.f, 0.f, 0.f, 0.f}, q1[4] = {0.f, 0.f, 0.f, 0.f}, q2[4] = {0.f, 0.f, 0.f, 0.f};
+
+  // One tile: every lane of the warp, its vector as (a0, a1, a2, a3) (zeros for a lane with none).
+  __device__ void add(unsigned a0, unsigned a1, unsigned a2, unsigned a3) {
+    constexpr unsigned k1 = Half2Ops<T>::kOne2;
+    Half2Ops<T>::mma(sum, a0, a1, a2, a3, k1, k1);
+    Half2Ops<T>::mma(q1, a0, a1, a2, a3, a0, a2);
+    Half2Ops<T>::mma(q2, a0, a1, a2, a3, a1, a3);
+  }
+  // (sum, sum of squares) of every tile added since the last take, in every lane; the accumulators restart.
+  __device__ float2 take() {
+    const int lane = threadIdx.x % 32, row = lane / 4, col = 2 * (lane % 4);
+    // sum: every one of the 8 columns holds the row sums; squares: D1[r][r] (r < 8) and D2[r + 8][r].
+    float s = (sum[0] + sum[1] + sum[2] + sum[3]) * 0.125f;
+    float q = 0.f;
+    if (col == (row & ~1)) q = (row & 1) ? q1[1] + q2[3] : q1[0] + q2[2];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      q += __shfl_xor_sync(0xffffffffu, q, o);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sum[j] = q1[j] = q2[j] = 0.f;
+    return make_float2(s, q);
+  }
+};
+
 }  // namespace kda_gn

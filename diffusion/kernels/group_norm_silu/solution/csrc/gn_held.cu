@@ -16,6 +16,7 @@
 #include "gn_common.cuh"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace kda_gn {
 namespace {
@@ -69,12 +70,18 @@ __device__ __forceinline__ uint4 load_partial(const uint4* slot) {
   return v;
 }
 
-// The first element of unit u, the pivot of its sums in every CTA.
+// The first 32-bit word of unit u: its first element is the pivot of the unit's sums in every CTA.
+__device__ __forceinline__ unsigned unit_word(const void* x, int u, int group_vecs) {
+  return __ldg(static_cast<const uint4*>(x) + static_cast<int64_t>(u) * group_vecs).x;
+}
+
+// That element as a float.
 template <typename T>
-__device__ __forceinline__ float unit_pivot(const void* x, int u, int group_vecs) {
-  float f[Vec<T>::VE];
-  Vec<T>::unpack(__ldg(static_cast<const uint4*>(x) + static_cast<int64_t>(u) * group_vecs), f);
-  return f[0];
+__device__ __forceinline__ float pivot_of(unsigned word) {
+  if constexpr (std::is_same<T, float>::value)
+    return __uint_as_float(word);
+  else
+    return Half2Ops<T>::low_to_float(word);
 }
 
 template <typename T, int kWarps>
@@ -143,7 +150,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         if (p.w) wv = to_float(p.w, c, wb);
         if (p.b) bv = to_float(p.b, c, wb);
       }
-      const float piv = unit_pivot<T>(p.x, u, p.group_vecs);
+      const float piv = pivot_of<T>(unit_word(p.x, u, p.group_vecs));
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
       for (;;) {
@@ -209,35 +216,67 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
   const uint4* ringc = ring;
   uint4* y = static_cast<uint4*>(p.y);
   Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
-  float piv_next = unit_pivot<T>(p.x, 0, p.group_vecs);
+  unsigned word_next = unit_word(p.x, 0, p.group_vecs);
   for (int t = 0; t < p.units + p.lag; ++t) {
     if (t < p.units) {
       // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
       // cancellation), loaded a unit ahead.
-      const float piv = piv_next;
-      if (t + 1 < p.units) piv_next = unit_pivot<T>(p.x, t + 1, p.group_vecs);
+      const unsigned word = word_next;
+      if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
       float s1 = 0.f, s2 = 0.f;
-      for (int k = 0; k < chunks; ++k) {
-        mbar_wait(full + st.s, st.phase);
-        const uint4* slot = ringc + st.s * p.chunk_vecs;
-        const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+      if constexpr (std::is_same<T, float>::value) {
+        const float piv = __uint_as_float(word);
+        for (int k = 0; k < chunks; ++k) {
+          mbar_wait(full + st.s, st.phase);
+          const uint4* slot = ringc + st.s * p.chunk_vecs;
+          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
 #pragma unroll 4
-        for (int v = tid; v < n; v += kCompute) {
-          float f[VE];
-          V::unpack(slot[v], f);
+          for (int v = tid; v < n; v += kCompute) {
+            float f[VE];
+            V::unpack(slot[v], f);
 #pragma unroll
-          for (int e = 0; e < VE; ++e) {
-            const float d = f[e] - piv;
-            s1 += d;
-            s2 = fmaf(d, d, s2);
+            for (int e = 0; e < VE; ++e) {
+              const float d = f[e] - piv;
+              s1 += d;
+              s2 = fmaf(d, d, s2);
+            }
           }
+          st.next(p.ring_slots);
         }
-        st.next(p.ring_slots);
-      }
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        for (int o = 16; o > 0; o >>= 1) {
+          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+          s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        }
+      } else {
+        // 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed on the tensor cores: three
+        // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
+        // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
+        using H = Half2Ops<T>;
+        const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
+        TileSums<T> tile;
+        for (int k = 0; k < chunks; ++k) {
+          mbar_wait(full + st.s, st.phase);
+          const uint4* slot = ringc + st.s * p.chunk_vecs;
+          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+#pragma unroll 4
+          for (int vb = warp * 32; vb < n; vb += kCompute) {  // warp-uniform: mma.sync needs the whole warp
+            const int v = vb + lane;
+            unsigned a0 = 0u, a1 = 0u, a2 = 0u, a3 = 0u;
+            if (v < n) {
+              const uint4 q = slot[v];
+              a0 = H::sub2(q.x, piv2);
+              a1 = H::sub2(q.y, piv2);
+              a2 = H::sub2(q.z, piv2);
+              a3 = H::sub2(q.w, piv2);
+            }
+            tile.add(a0, a1, a2, a3);
+          }
+          st.next(p.ring_slots);
+        }
+        const float2 sq = tile.take();
+        s1 = sq.x;
+        s2 = sq.y;
       }
       if (lane == 0) {
         const int b = t % bufs;

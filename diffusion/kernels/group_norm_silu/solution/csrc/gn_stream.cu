@@ -73,111 +73,47 @@ struct WarpStats {
   }
 };
 
-// 16-bit x (v6e): the warp's sums on the tensor cores. One 16-byte vector per lane is a 16 x 16 tile X (lane l holds
-// the m16n8k16 A fragment: rows l/4 and l/4 + 8, columns 2 (l%4) + {0, 1} and + 8) of d = x - pivot (the pivot is
-// one element of the warp, in x's dtype: a rounding of d, not of the sums). Per tile: X times ones accumulates the
-// row sums (every column alike), X times X[0:8]^T and X times X[8:16]^T accumulate X X^T, whose diagonal holds the
-// row sums of squares; the B fragments of X^T are the A fragment's own registers. Three mma per 256 elements
-// instead of ~3 FP32 instructions per element (v6d was issue-bound: ncu, 0.67 warps issued per scheduler).
-template <typename T, unsigned kOnes>
+// 16-bit x (v6e): the warp's sums on the tensor cores (TileSums, gn_common.cuh) of d = x - pivot, the pivot one
+// element of the warp in x's dtype (a rounding of d, not of the sums). Three mma per 256 elements instead of ~3 FP32
+// instructions per element (v6d was issue-bound: ncu, 0.67 warps issued per scheduler).
+template <typename T>
 struct MmaStats {
-  float sum[4] = {0.f, 0.f, 0.f, 0.f}, q1[4] = {0.f, 0.f, 0.f, 0.f}, q2[4] = {0.f, 0.f, 0.f, 0.f};
+  using H = Half2Ops<T>;
+  TileSums<T> tile;
   float cnt = 0.f, pivot = 0.f;
   unsigned pivot2 = 0u;  // the pivot twice, as x's 16-bit type
-
-  __device__ static unsigned sub2(unsigned a, unsigned b);
-  __device__ static float low_to_float(unsigned h);
-  __device__ static void mma(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                             unsigned b1);
 
   __device__ void start(const uint4& v, bool valid) {
     const unsigned lanes = __ballot_sync(0xffffffffu, valid);
     const unsigned h = __shfl_sync(0xffffffffu, v.x, lanes ? __ffs(lanes) - 1 : 0) & 0xffffu;
     pivot2 = lanes ? (h | (h << 16)) : 0u;
-    pivot = low_to_float(pivot2);
+    pivot = H::low_to_float(pivot2);
   }
   __device__ void add(const uint4& v, bool valid) {
     const unsigned lanes = __ballot_sync(0xffffffffu, valid);
     if (lanes == 0u) return;
     cnt += static_cast<float>(8 * __popc(lanes));
-    const unsigned a0 = valid ? sub2(v.x, pivot2) : 0u, a1 = valid ? sub2(v.y, pivot2) : 0u;
-    const unsigned a2 = valid ? sub2(v.z, pivot2) : 0u, a3 = valid ? sub2(v.w, pivot2) : 0u;
-    mma(sum, a0, a1, a2, a3, kOnes, kOnes);
-    mma(q1, a0, a1, a2, a3, a0, a2);
-    mma(q2, a0, a1, a2, a3, a1, a3);
+    tile.add(valid ? H::sub2(v.x, pivot2) : 0u, valid ? H::sub2(v.y, pivot2) : 0u,
+             valid ? H::sub2(v.z, pivot2) : 0u, valid ? H::sub2(v.w, pivot2) : 0u);
   }
   // Every lane's vector in the unit: no vote.
   __device__ void add_full(const uint4& v) {
     cnt += 256.f;
-    const unsigned a0 = sub2(v.x, pivot2), a1 = sub2(v.y, pivot2), a2 = sub2(v.z, pivot2), a3 = sub2(v.w, pivot2);
-    mma(sum, a0, a1, a2, a3, kOnes, kOnes);
-    mma(q1, a0, a1, a2, a3, a0, a2);
-    mma(q2, a0, a1, a2, a3, a1, a3);
+    tile.add(H::sub2(v.x, pivot2), H::sub2(v.y, pivot2), H::sub2(v.z, pivot2), H::sub2(v.w, pivot2));
   }
   __device__ Moments finish() {
-    const int lane = threadIdx.x % 32, row = lane / 4, col = 2 * (lane % 4);
-    // sum: every one of the 8 columns holds the row sums; squares: D1[r][r] (r < 8) and D2[r + 8][r].
-    float s = (sum[0] + sum[1] + sum[2] + sum[3]) * 0.125f;
-    float q = 0.f;
-    if (col == (row & ~1)) q = (row & 1) ? q1[1] + q2[3] : q1[0] + q2[2];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      s += __shfl_xor_sync(0xffffffffu, s, o);
-      q += __shfl_xor_sync(0xffffffffu, q, o);
-    }
+    const float2 sq = tile.take();
+    const float s = sq.x, q = sq.y;
     const Moments m = {cnt, cnt > 0.f ? pivot + s / cnt : 0.f, cnt > 0.f ? fmaxf(q - s * (s / cnt), 0.f) : 0.f};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) sum[j] = q1[j] = q2[j] = 0.f;
     cnt = 0.f;
     return m;
   }
 };
 
 template <>
-__device__ __forceinline__ unsigned MmaStats<__half, 0x3C003C00u>::sub2(unsigned a, unsigned b) {
-  unsigned r;
-  asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
+struct WarpStats<__half> : MmaStats<__half> {};
 template <>
-__device__ __forceinline__ float MmaStats<__half, 0x3C003C00u>::low_to_float(unsigned h) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
-}
-template <>
-__device__ __forceinline__ void MmaStats<__half, 0x3C003C00u>::mma(float (&d)[4], unsigned a0, unsigned a1,
-                                                                  unsigned a2, unsigned a3, unsigned b0,
-                                                                  unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ unsigned MmaStats<__nv_bfloat16, 0x3F803F80u>::sub2(unsigned a, unsigned b) {
-  unsigned r;
-  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-template <>
-__device__ __forceinline__ float MmaStats<__nv_bfloat16, 0x3F803F80u>::low_to_float(unsigned h) {
-  return __uint_as_float(h << 16);
-}
-template <>
-__device__ __forceinline__ void MmaStats<__nv_bfloat16, 0x3F803F80u>::mma(float (&d)[4], unsigned a0, unsigned a1,
-                                                                         unsigned a2, unsigned a3, unsigned b0,
-                                                                         unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <>
-struct WarpStats<__half> : MmaStats<__half, 0x3C003C00u> {};
-template <>
-struct WarpStats<__nv_bfloat16> : MmaStats<__nv_bfloat16, 0x3F803F80u> {};
+struct WarpStats<__nv_bfloat16> : MmaStats<__nv_bfloat16> {};
 
 // The sync warp: publishes the CTA's partial of each unit once its data warps have left theirs in shared memory,
 // and, for each unit, once every CTA has published, merges the partials into the (scale, shift) of this CTA's
