@@ -49,6 +49,7 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     assert slice_vecs % 32 == 0  # every copy starts on a 512-byte boundary
     assert slice_vecs <= channel_vecs  # a slice spans at most two channels (the kernel keeps two coefficients)
     assert (chunks - 1) * chunk_vecs < slice_vecs <= chunks * chunk_vecs <= chunks * IMPL._HELD_CHUNK_VECS
+    assert chunk_vecs <= warps * 32 * IMPL._HELD_UNROLL  # the kernel's unrolled vectors per compute thread
     assert 0 <= lag <= min(IMPL._HELD_LAG, IMPL._HELD_MAX_LAG)
     # lag + 1 slices held (fewer would never free the slot the next copy waits for), and copies in flight; a lag
     # one larger would not leave them
@@ -57,17 +58,18 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     assert ring_slots * chunk_vecs * 16 + IMPL._HELD_RESERVE <= SMEM and ring_slots <= IMPL._HELD_MAX_SLOTS
 
 
-def test_the_largest_group_is_held_in_five_chunks_with_three_slots_to_spare_and_no_lag():
-    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in five copies of
-    # at most 1696 vectors (26.5 KB); 8 such slots fit 227 KB less the reserve, too few for a second slice
+def test_the_largest_group_is_held_in_six_chunks_with_four_slots_to_spare_and_no_lag():
+    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in six copies of
+    # 1408 vectors (22 KB; at most 4 a thread of 12 warps); 10 such slots fit 227 KB less the reserve, too few for a
+    # second slice
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan[:6] == (132, 8448, 5, 1696, 8, 0)
+    assert plan == (132, 8448, 6, 1408, 10, 0, IMPL._HELD_WARPS) and IMPL._HELD_WARPS == 12
 
 
 def test_a_4_7_mb_group_takes_the_default_lag():
     # c512 t9 128x128: 2240 vectors a CTA in two copies of 1120; 12 slots hold the lag's three slices and more
     plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
-    assert plan[:6] == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG)
+    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():

@@ -110,10 +110,12 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # (docs/profile/h200/layout-sweep/3fbf17e-held.json). Off until measured against the split path.
 _HELD = False
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
-_HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB)
+_HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB),
+_HELD_UNROLL = 4                   # and at most this many per compute thread (kHeldUnroll: the kernel unrolls them)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
-_HELD_WARPS = 8                    # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations)
+_HELD_WARPS = 12                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 and 16
+                                   # 3-8% ahead of 8 on the large rows (66d8bc0-held.json, 687eb84-held.json)
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -748,14 +750,15 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
     512-byte boundary, and at most one channel long so that a slice spans at most two channels. A slice is copied in
-    `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS) into a ring of `ring_slots` chunk slots,
-    which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the largest up to _HELD_LAG that fits."""
+    `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS, and _HELD_UNROLL per compute thread) into a
+    ring of `ring_slots` chunk slots, which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the
+    largest up to _HELD_LAG that fits."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
     slice_vecs = cdiv(cdiv(group_vecs, min(sms, _HELD_MAX_CTAS)), 32) * 32
     ctas = cdiv(group_vecs, slice_vecs)
-    chunks = cdiv(slice_vecs, _HELD_CHUNK_VECS)
+    chunks = cdiv(slice_vecs, min(_HELD_CHUNK_VECS, _HELD_WARPS * 32 * _HELD_UNROLL))
     chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
     ring_slots = min(_HELD_MAX_SLOTS, (smem_optin - _HELD_RESERVE) // (16 * chunk_vecs))
     lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)

@@ -84,6 +84,72 @@ __device__ __forceinline__ float pivot_of(unsigned word) {
     return Half2Ops<T>::low_to_float(word);
 }
 
+// A chunk's work for one compute thread: its vectors tid, tid + kCompute, ... below n, K of them at most (K: the
+// warp's count, so the lanes past n in a warp's last vector only skip their stores). The K loads go first and the
+// math runs unconditionally, so the K latency chains interleave (v17e's loop, bounded at run time, ran ~3 vectors a
+// thread a chunk, always one at a time in its remainder).
+
+// y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
+template <typename T, int K, int kCompute>
+__device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n, int first, int split, float4 k0,
+                                            float4 k1) {
+  using V = Vec<T>;
+  constexpr int VE = V::VE;
+  const int tid = threadIdx.x;
+  uint4 q[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int v = tid + i * kCompute;
+    q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int v = tid + i * kCompute;
+    const float4 kc = first + v < split ? k0 : k1;
+    float f[VE];
+    V::unpack(q[i], f);
+#pragma unroll
+    for (int e = 0; e < VE; ++e) {
+      // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
+      const float z = fmaf(f[e], kc.x, kc.y);
+      f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+    }
+    if (v < n) dst[v] = V::pack(f);
+  }
+}
+
+// 16-bit x: the warp's tiles of d = x - pivot (zeros past n) into its tensor-core sums.
+template <typename T, int K, int kCompute>
+__device__ __forceinline__ void tile_chunk(TileSums<T>& tile, const uint4* slot, int n, unsigned piv2) {
+  using H = Half2Ops<T>;
+  const int v0 = (threadIdx.x / 32) * 32 + threadIdx.x % 32;
+  uint4 q[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int v = v0 + i * kCompute;
+    q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const bool valid = v0 + i * kCompute < n;
+    tile.add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
+             valid ? H::sub2(q[i].z, piv2) : 0u, valid ? H::sub2(q[i].w, piv2) : 0u);
+  }
+}
+
+// The count K of a warp's vectors a lane in a chunk of n, as a compile-time constant for f.
+template <int kCompute, typename F>
+__device__ __forceinline__ void with_count(int n, F&& f) {
+  const int cnt = (n - (static_cast<int>(threadIdx.x) / 32) * 32 + kCompute - 1) / kCompute;
+  switch (cnt < kHeldUnroll ? cnt : kHeldUnroll) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    default: break;
+  }
+}
+
 template <typename T, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams p, DType wb) {
   constexpr int kCompute = kWarps * 32;
@@ -230,8 +296,10 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
           mbar_wait(full + st.s, st.phase);
           const uint4* slot = ringc + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-#pragma unroll 4
-          for (int v = tid; v < n; v += kCompute) {
+#pragma unroll
+          for (int i = 0; i < kHeldUnroll; ++i) {
+            const int v = tid + i * kCompute;
+            if (v >= n) break;
             float f[VE];
             V::unpack(slot[v], f);
 #pragma unroll
@@ -252,26 +320,13 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         // 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed on the tensor cores: three
         // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
         // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
-        using H = Half2Ops<T>;
         const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
         TileSums<T> tile;
         for (int k = 0; k < chunks; ++k) {
           mbar_wait(full + st.s, st.phase);
           const uint4* slot = ringc + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-#pragma unroll 4
-          for (int vb = warp * 32; vb < n; vb += kCompute) {  // warp-uniform: mma.sync needs the whole warp
-            const int v = vb + lane;
-            unsigned a0 = 0u, a1 = 0u, a2 = 0u, a3 = 0u;
-            if (v < n) {
-              const uint4 q = slot[v];
-              a0 = H::sub2(q.x, piv2);
-              a1 = H::sub2(q.y, piv2);
-              a2 = H::sub2(q.z, piv2);
-              a3 = H::sub2(q.w, piv2);
-            }
-            tile.add(a0, a1, a2, a3);
-          }
+          with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
           st.next(p.ring_slots);
         }
         const float2 sq = tile.take();
@@ -296,19 +351,8 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       const uint4* slot = ringc + ap.s * p.chunk_vecs;
       const int base = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - base);
-#pragma unroll 4
-      for (int v = tid; v < n; v += kCompute) {
-        const float4 kc = base + v < split ? k0 : k1;
-        float f[VE];
-        V::unpack(slot[v], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
-          const float z = fmaf(f[e], kc.x, kc.y);
-          f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
-        }
-        dst[base + v] = V::pack(f);
-      }
+      with_count<kCompute>(
+          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, dst + base, n, base, split, k0, k1); });
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);

@@ -117,6 +117,7 @@ struct HeldParams {
 constexpr int kHeldMaxSlots = 64;
 constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
 constexpr int kHeldMaxLag = 7;
+constexpr int kHeldUnroll = 4;                   // a chunk is at most this many vectors per compute thread
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
