@@ -92,7 +92,7 @@ __device__ __forceinline__ float pivot_of(unsigned word) {
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
 template <typename T, int K, int kCompute>
 __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n, int first, int split, float4 k0,
-                                            float4 k1) {
+                                            float4 k1, int debug) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
   const int tid = threadIdx.x;
@@ -101,6 +101,13 @@ __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n
   for (int i = 0; i < K; ++i) {
     const int v = tid + i * kCompute;
     q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  if (debug & 1) {
+#pragma unroll
+    for (int i = 0; i < K; ++i)
+      if (tid + i * kCompute < n) dst[tid + i * kCompute] = q[i];
+    return;
   }
 #pragma unroll
   for (int i = 0; i < K; ++i) {
@@ -326,7 +333,8 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
           mbar_wait(full + st.s, st.phase);
           const uint4* slot = ringc + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
+          if (!(p.debug & 2))
+            with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
           st.next(p.ring_slots);
         }
         const float2 sq = tile.take();
@@ -352,7 +360,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       const int base = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - base);
       with_count<kCompute>(
-          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, dst + base, n, base, split, k0, k1); });
+          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, dst + base, n, base, split, k0, k1, p.debug); });
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);

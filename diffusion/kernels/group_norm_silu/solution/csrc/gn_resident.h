@@ -110,6 +110,7 @@ struct HeldParams {
   int ring_slots;
   int lag;
   int warps;               // compute warps: 8, 12 or 16
+  int debug;               // experiment: 1 skips the SiLU math (y = x), 2 the statistics' math
   float eps;
 };
 
