@@ -229,7 +229,6 @@ def _group_norm_layouts():
     out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
-    out.update({f"held_debug{v}": {"_HELD": True, "_HELD_DEBUG": v} for v in (1, 2, 3)})
     return m, out
 
 

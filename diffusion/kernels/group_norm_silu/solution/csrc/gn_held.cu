@@ -92,7 +92,7 @@ __device__ __forceinline__ float pivot_of(unsigned word) {
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
 template <typename T, int K, int kCompute>
 __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n, int first, int split, float4 k0,
-                                            float4 k1, int debug) {
+                                            float4 k1) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
   const int tid = threadIdx.x;
@@ -101,13 +101,6 @@ __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n
   for (int i = 0; i < K; ++i) {
     const int v = tid + i * kCompute;
     q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
-  }
-#pragma unroll
-  if (debug & 1) {
-#pragma unroll
-    for (int i = 0; i < K; ++i)
-      if (tid + i * kCompute < n) dst[tid + i * kCompute] = q[i];
-    return;
   }
 #pragma unroll
   for (int i = 0; i < K; ++i) {
@@ -285,86 +278,108 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     return;
   }
 
-  // Compute warps: step t takes the statistics of unit t, then the apply of unit t - lag.
+  // Compute warps. Step t takes the statistics of unit t and the apply of unit t - lag chunk by chunk in turn, so
+  // that slots free (and the copy warp reads) while the statistics run: v17f took each whole, so a CTA's reads and
+  // writes came in bursts, and it ran 7-10% slower without the SiLU math (e62ce8c-held-ablate.json). With no lag the
+  // apply needs the unit's own statistics first.
   const uint4* ringc = ring;
   uint4* y = static_cast<uint4*>(p.y);
   Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
   unsigned word_next = unit_word(p.x, 0, p.group_vecs);
-  for (int t = 0; t < p.units + p.lag; ++t) {
-    if (t < p.units) {
-      // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
-      // cancellation), loaded a unit ahead.
-      const unsigned word = word_next;
-      if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
-      float s1 = 0.f, s2 = 0.f;
-      if constexpr (std::is_same<T, float>::value) {
-        const float piv = __uint_as_float(word);
-        for (int k = 0; k < chunks; ++k) {
-          mbar_wait(full + st.s, st.phase);
-          const uint4* slot = ringc + st.s * p.chunk_vecs;
-          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+  // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
+  // cancellation), loaded a unit ahead. 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed
+  // on the tensor cores, three mma per warp-wide tile of 256 elements.
+  float s1 = 0.f, s2 = 0.f, piv = 0.f;
+  unsigned piv2 = 0u;
+  TileSums<T> tile;
+  auto stats_begin = [&](int t) {
+    const unsigned word = word_next;
+    if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
+    piv = pivot_of<T>(word);
+    piv2 = (word & 0xffffu) | (word << 16);
+    s1 = s2 = 0.f;
+  };
+  auto stats_chunk = [&](int k) {
+    mbar_wait(full + st.s, st.phase);
+    const uint4* slot = ringc + st.s * p.chunk_vecs;
+    const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+    if constexpr (std::is_same<T, float>::value) {
 #pragma unroll
-          for (int i = 0; i < kHeldUnroll; ++i) {
-            const int v = tid + i * kCompute;
-            if (v >= n) break;
-            float f[VE];
-            V::unpack(slot[v], f);
+      for (int i = 0; i < kHeldUnroll; ++i) {
+        const int v = tid + i * kCompute;
+        if (v >= n) break;
+        float f[VE];
+        V::unpack(slot[v], f);
 #pragma unroll
-            for (int e = 0; e < VE; ++e) {
-              const float d = f[e] - piv;
-              s1 += d;
-              s2 = fmaf(d, d, s2);
-            }
-          }
-          st.next(p.ring_slots);
+        for (int e = 0; e < VE; ++e) {
+          const float d = f[e] - piv;
+          s1 += d;
+          s2 = fmaf(d, d, s2);
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-          s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-        }
-      } else {
-        // 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed on the tensor cores: three
-        // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
-        // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
-        const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
-        TileSums<T> tile;
-        for (int k = 0; k < chunks; ++k) {
-          mbar_wait(full + st.s, st.phase);
-          const uint4* slot = ringc + st.s * p.chunk_vecs;
-          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          if (!(p.debug & 2))
-            with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
-          st.next(p.ring_slots);
-        }
-        const float2 sq = tile.take();
-        s1 = sq.x;
-        s2 = sq.y;
       }
-      if (lane == 0) {
-        const int b = t % bufs;
-        wpart[b][warp] = make_float2(s1, s2);
-        mbar_arrive(part_ready + b);
-      }
+    } else {
+      with_count<kCompute>(n, [&](auto c) { tile_chunk<T, decltype(c)::value, kCompute>(tile, slot, n, piv2); });
     }
-    const int u = t - p.lag;
-    if (u < 0) continue;
+    st.next(p.ring_slots);
+  };
+  auto stats_end = [&](int t) {
+    if constexpr (std::is_same<T, float>::value) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+      }
+    } else {
+      const float2 sq = tile.take();
+      s1 = sq.x;
+      s2 = sq.y;
+    }
+    if (lane == 0) {
+      const int b = t % bufs;
+      wpart[b][warp] = make_float2(s1, s2);
+      mbar_arrive(part_ready + b);
+    }
+  };
+  // Apply: from the slots the statistics read, releasing each once every warp has read it.
+  float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
+  uint4* dst = y;
+  auto apply_begin = [&](int u) {
     mbar_wait(&coef_ready, u & 1);
-    const float4 k0 = coef[0], k1 = coef[1];
+    k0 = coef[0];
+    k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
-    // Apply from the slots the statistics read, releasing each once every warp has read it.
-    uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
-    for (int k = 0; k < chunks; ++k) {
-      const uint4* slot = ringc + ap.s * p.chunk_vecs;
-      const int base = k * p.chunk_vecs;
-      const int n = min(p.chunk_vecs, len - base);
-      with_count<kCompute>(
-          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, dst + base, n, base, split, k0, k1, p.debug); });
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty + ap.s);
-      ap.next(p.ring_slots);
+    dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
+  };
+  auto apply_chunk_k = [&](int k) {
+    const uint4* slot = ringc + ap.s * p.chunk_vecs;
+    const int base = k * p.chunk_vecs;
+    const int n = min(p.chunk_vecs, len - base);
+    with_count<kCompute>(n, [&](auto c) {
+      apply_chunk<T, decltype(c)::value, kCompute>(slot, dst + base, n, base, split, k0, k1);
+    });
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + ap.s);
+    ap.next(p.ring_slots);
+  };
+
+  for (int t = 0; t < p.units + p.lag; ++t) {
+    const bool stats = t < p.units;
+    const int u = t - p.lag;
+    if (stats) stats_begin(t);
+    if (p.lag == 0) {
+      for (int k = 0; k < chunks; ++k) stats_chunk(k);
+      stats_end(t);
+      apply_begin(t);
+      for (int k = 0; k < chunks; ++k) apply_chunk_k(k);
+      continue;
     }
+    if (u >= 0) apply_begin(u);
+    for (int k = 0; k < chunks; ++k) {
+      if (stats) stats_chunk(k);
+      if (u >= 0) apply_chunk_k(k);
+    }
+    if (stats) stats_end(t);
   }
 }
 

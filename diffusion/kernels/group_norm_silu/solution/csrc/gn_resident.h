@@ -110,7 +110,6 @@ struct HeldParams {
   int ring_slots;
   int lag;
   int warps;               // compute warps: 8, 12 or 16
-  int debug;               // experiment: 1 skips the SiLU math (y = x), 2 the statistics' math
   float eps;
 };
 
