@@ -114,6 +114,7 @@ _HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB
 _HELD_UNROLL = 4                   # and at most this many per compute thread (kHeldUnroll: the kernel unrolls them)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
+_HELD_DEBUG = 0
 _HELD_INTERLEAVE = False           # a step's statistics and apply chunk by chunk in turn (v17g), not each whole
 _HELD_WARPS = 12                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 and 16
                                    # 3-8% ahead of 8 on the large rows (66d8bc0-held.json, 687eb84-held.json)
@@ -765,7 +766,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
     if slice_vecs > channel_vecs or lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS, int(_HELD_INTERLEAVE)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS, int(_HELD_INTERLEAVE), _HELD_DEBUG
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -213,6 +213,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
   }
 
   if (warp == kWarps + 1) {
+    if (p.debug & 4) return;  // experiment: no exchange
     // Sync warp: publishes this CTA's partial of each unit once the compute warps have left their sums, and
     // prepares each unit's coefficients once the grid's partials are in. It never blocks on either: it polls both
     // in turn, so a unit's exchange never holds up the next unit's publish (v17b-v17g ran them in a fixed order, and
@@ -355,6 +356,10 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
   float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
   uint4* dst = y;
   auto apply_begin = [&](int u) {
+    if (p.debug & 4) {  // experiment: no exchange (wrong coefficients)
+      dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
+      return;
+    }
     mbar_wait(&coef_ready, u & 1);
     k0 = coef[0];
     k1 = coef[1];
