@@ -229,9 +229,6 @@ def _group_norm_layouts():
     out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
-    out["held_il"] = {"_HELD": True, "_HELD_INTERLEAVE": True}
-    out["held_noexchange"] = {"_HELD": True, "_HELD_DEBUG": 4}
-    out["held_il_w16"] = {"_HELD": True, "_HELD_INTERLEAVE": True, "_HELD_WARPS": 16}
     return m, out
 
 

@@ -28,11 +28,12 @@ def _geometry(shape, elem, groups=32):
 
 HELD_ROWS = [r for r in TASK.rows if r.tensors["x"].stride[-1] == 1 and _x_bytes(r) > IMPL._RESIDENT_MAX_BYTES
              and "float32" not in str(r.tensors["x"].dtype)]
+TAKEN = [r for r in HELD_ROWS if _x_bytes(r) >= IMPL._HELD_MIN_BYTES]
 
 
-def test_the_held_rows_include_every_contiguous_production_row_of_256_mb_or_more():
+def test_the_held_kernel_takes_every_contiguous_production_row_of_256_mb_or_more():
     big = {r.id for r in TASK.rows if r.production and r.tensors["x"].stride[-1] == 1 and 2 * _x_bytes(r) >= 256e6}
-    assert len(big) == 6 and big <= {r.id for r in HELD_ROWS}
+    assert len(big) == 6 and big <= {r.id for r in TAKEN}
 
 
 @pytest.mark.parametrize("row", HELD_ROWS, ids=lambda r: r.id)
@@ -41,8 +42,7 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, interleave = plan
-    assert interleave in (0, 1)
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps = plan
     assert warps in (8, 12, 16)  # the kernel's instantiations
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
     assert ctas <= SMS  # one CTA per SM, all resident (the grid waits for itself)
@@ -59,18 +59,18 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     assert ring_slots * chunk_vecs * 16 + IMPL._HELD_RESERVE <= SMEM and ring_slots <= IMPL._HELD_MAX_SLOTS
 
 
-def test_the_largest_group_is_held_in_six_chunks_with_four_slots_to_spare_and_no_lag():
-    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in six copies of
-    # 1408 vectors (22 KB; at most 4 a thread of 12 warps); 10 such slots fit 227 KB less the reserve, too few for a
+def test_the_largest_group_is_held_in_five_chunks_with_three_slots_to_spare_and_no_lag():
+    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in five copies of
+    # 1696 vectors (26.5 KB; at most 4 a thread of 16 warps); 8 such slots fit 227 KB less the reserve, too few for a
     # second slice
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan[:7] == (132, 8448, 6, 1408, 10, 0, IMPL._HELD_WARPS) and IMPL._HELD_WARPS == 12
+    assert plan == (132, 8448, 5, 1696, 8, 0, IMPL._HELD_WARPS) and IMPL._HELD_WARPS == 16
 
 
 def test_a_4_7_mb_group_takes_the_default_lag():
     # c512 t9 128x128: 2240 vectors a CTA in two copies of 1120; 12 slots hold the lag's three slices and more
     plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
-    assert plan[:7] == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12)
+    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 16)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():
@@ -86,3 +86,18 @@ def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span
 def test_held_kernel_compiles_for_hopper_without_spills(hopper_build):
     # the held kernel for fp16, bf16 and fp32 at 8, 12 and 16 compute warps
     assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 9
+
+
+@pytest.mark.parametrize("name, takes_held", [("NVIDIA H200", True), ("NVIDIA H200 NVL", True),
+                                              ("NVIDIA H100 80GB HBM3", False), ("NVIDIA B200", False)])
+def test_held_kernel_runs_only_on_the_gpus_it_was_measured_faster_on(monkeypatch, name, takes_held):
+    import types
+
+    monkeypatch.setattr(IMPL.torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name=name))
+    assert IMPL._held_gpu("cuda:0") is takes_held
+
+
+def test_rows_below_the_size_floor_keep_the_split_path():
+    # 85 MB and 72 MB contiguous rows: the held kernel ran even with or behind the split path (956b206-held.json)
+    small = {r.id for r in HELD_ROWS if r.id in ("hyvae_c128_t17_256x80_contig", "hyvae_c256_t9_128x128_contig")}
+    assert len(small) == 2 and not small & {r.id for r in TAKEN}

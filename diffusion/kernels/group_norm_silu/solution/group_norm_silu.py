@@ -1,4 +1,4 @@
-"""Candidate v8 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate v17 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
 Design:
 - x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
@@ -59,6 +59,10 @@ Design:
   of its instructions waiting for each unit's statistics from the other CTAs (ledger L0053), and is gone.
 - v16 (v15 with its sync work over two warps, the preparer taking up to two complete units at once) took 6-9% off
   the stream mode and nothing off held mode, both still 20-50% behind the split path (ledger L0056), and is gone.
+- v17: contiguous 16-bit x of _HELD_MIN_BYTES and more on an H200 through the held kernel (csrc/gn_held.cu: one unit
+  at a time held across the grid in TMA-filled shared-memory rings, x read once; each CTA's partial tagged by the call
+  so one read per unit finds the grid's; statistics of unit u + 2 before the apply of unit u). The first x-read-once
+  kernel here to beat the split path (ledger L0058).
 
 """
 import math
@@ -107,17 +111,19 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # flight. A CTA takes unit u + lag's statistics before unit u's apply, so the grid's exchange of unit u's statistics
 # (each CTA's partial, tagged by the call, read by every other CTA's sync warp) has lag units of work to arrive in:
 # v17's first build (lag 0, a counter and a fence per unit) spent ~4.8 us a unit on it whatever the unit's size
-# (docs/profile/h200/layout-sweep/3fbf17e-held.json). Off until measured against the split path.
-_HELD = False
+# (docs/profile/h200/layout-sweep/3fbf17e-held.json). v17f, kept: 10-21% ahead of the split path by graph replay on
+# the seven contiguous rows of 96 MB and more on an H200, and behind it below (956b206-held.json, 687eb84-held.json);
+# measured on no other GPU (on an H100 the team kernel keeps the rows it was measured faster on).
+_HELD = True
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
+_HELD_GPUS = ("H200",)             # a substring of the device name
+_HELD_MIN_BYTES = 96 << 20         # x; c128_t17_96x256 (102 MB) 8-10% ahead, c128_t17_256x80 (85 MB) even, smaller behind
 _HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB),
 _HELD_UNROLL = 4                   # and at most this many per compute thread (kHeldUnroll: the kernel unrolls them)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
-_HELD_DEBUG = 0
-_HELD_INTERLEAVE = False           # a step's statistics and apply chunk by chunk in turn (v17g), not each whole
-_HELD_WARPS = 12                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 and 16
-                                   # 3-8% ahead of 8 on the large rows (66d8bc0-held.json, 687eb84-held.json)
+_HELD_WARPS = 16                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 16 best or
+                                   # within 1% on six of seven rows above (956b206-held.json), 12-18% ahead of 8
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -746,8 +752,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, interleave) for the held kernel, or None when
-    it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps) for the held kernel, or None when it cannot
+    take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -766,7 +772,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
     if slice_vecs > channel_vecs or lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS, int(_HELD_INTERLEAVE), _HELD_DEBUG
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):
@@ -883,6 +889,11 @@ def _device_limits(device):
     return _limits[index]
 
 
+def _held_gpu(device):
+    """Whether the device is one the held kernel was measured faster on (_HELD_GPUS)."""
+    return any(k in torch.cuda.get_device_properties(device).name for k in _HELD_GPUS)
+
+
 def _team_gpu(device):
     """Whether the device is one the team kernel was measured faster on (_TEAM_GPUS)."""
     return any(k in torch.cuda.get_device_properties(device).name for k in _TEAM_GPUS)
@@ -901,8 +912,8 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) \
-            if _HELD and x.dtype in _HELD_DTYPES else None
+        hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) if _HELD and x.dtype in _HELD_DTYPES \
+            and x.numel() * x.element_size() >= _HELD_MIN_BYTES and _held_gpu(x.device) else None
         if hp is not None:
             return ("held", hp, fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \

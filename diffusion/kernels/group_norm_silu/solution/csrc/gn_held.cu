@@ -31,18 +31,6 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
                : "memory");
 }
 
-// Whether the phase of `bar` with this parity has completed, without waiting.
-__device__ __forceinline__ bool mbar_test(uint64_t* bar, unsigned parity) {
-  unsigned done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
-      "p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // `bytes` (a multiple of 16) from global to shared memory; completion is counted on `bar` as transaction bytes.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t pol) {
   asm volatile(
@@ -212,45 +200,26 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     return;
   }
 
-  if (warp == kWarps + 1) {
-    if (p.debug & 4) return;  // experiment: no exchange
-    // Sync warp: publishes this CTA's partial of each unit once the compute warps have left their sums, and
-    // prepares each unit's coefficients once the grid's partials are in. It never blocks on either: it polls both
-    // in turn, so a unit's exchange never holds up the next unit's publish (v17b-v17g ran them in a fixed order, and
-    // v17g's put the exchange between steps: 9bca1bc-held.json).
+  if (warp == kWarps + 1) {  // sync warp: step t prepares unit t - lag, then publishes unit t's partial
+    // Preparing first lets it run while the compute warps take unit t's statistics (v17b published first, and the
+    // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
+    // lag the unit's own partial must go first.
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
-    int pub = 0, prep = 0;
-    bool loaded = false;  // prep's weight, bias and pivot are in registers
-    float wv = 1.f, bv = 0.f, piv = 0.f;
-    while (prep < p.units) {
-      bool busy = false;
-      if (pub < p.units && mbar_test(part_ready + pub % bufs, (pub / bufs) & 1)) {
-        const int b = pub % bufs;
-        float2 a = lane < kWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
-          a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
-        }
-        if (lane == 0) store_partial(p.partials + static_cast<int64_t>(pub) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
-        ++pub;
-        busy = true;
+    // The grid's statistics of unit u into the coefficients of this CTA's channels.
+    auto prepare = [&](int u) {
+      // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group) and the unit's
+      // pivot, loaded alongside the partials
+      float wv = 1.f, bv = 0.f;
+      const int cl = c_first + lane;
+      if (lane < 2 && cl < p.cpg) {
+        const int c = (u % p.groups) * p.cpg + cl;
+        if (p.w) wv = to_float(p.w, c, wb);
+        if (p.b) bv = to_float(p.b, c, wb);
       }
-      // unit prep: its own partial out, and every compute warp holding unit prep - 1's coefficients
-      if (prep < pub && (prep == 0 || mbar_test(&coef_taken, (prep - 1) & 1))) {
-        if (!loaded) {  // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group)
-          wv = 1.f;
-          bv = 0.f;
-          const int cl = c_first + lane;
-          if (lane < 2 && cl < p.cpg) {
-            const int c = (prep % p.groups) * p.cpg + cl;
-            if (p.w) wv = to_float(p.w, c, wb);
-            if (p.b) bv = to_float(p.b, c, wb);
-          }
-          piv = pivot_of<T>(unit_word(p.x, prep, p.group_vecs));
-          loaded = true;
-        }
-        const uint4* pu = p.partials + static_cast<int64_t>(prep) * p.ctas;
+      const float piv = pivot_of<T>(unit_word(p.x, u, p.group_vecs));
+      const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
+      float s1 = 0.f, s2 = 0.f;
+      for (;;) {
         uint4 pv[kHeldMaxCtas / 32];
         bool ok = true;
 #pragma unroll
@@ -260,153 +229,134 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
           ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
         }
         if (__all_sync(0xffffffffu, ok)) {
-          float s1 = 0.f, s2 = 0.f;
 #pragma unroll
           for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
             s1 += __uint_as_float(pv[j].x);
             s2 += __uint_as_float(pv[j].z);
           }
-#pragma unroll
-          for (int o = 16; o > 0; o >>= 1) {
-            s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-            s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-          }
-          const float md = s1 / count;  // mean - pivot
-          const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
-          if (lane < 2) {
-            constexpr float kLog2e = 1.4426950408889634f;
-            const float sa = rstd * wv, sc = bv - (piv + md) * sa;
-            coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
-          }
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&coef_ready);
-          ++prep;
-          loaded = false;
-          busy = true;
+          break;
         }
+        __nanosleep(32);
       }
-      if (!busy) __nanosleep(32);
-    }
-    return;
-  }
-
-  // Compute warps. Step t takes the statistics of unit t and the apply of unit t - lag: whole (v17f), or, with
-  // p.interleave, chunk by chunk in turn, so that slots free (and the copy warp reads) while the statistics run
-  // (v17f's reads and writes came in bursts, and it ran 7-10% slower without the SiLU math:
-  // e62ce8c-held-ablate.json). With no lag the apply needs the unit's own statistics first.
-  const uint4* ringc = ring;
-  uint4* y = static_cast<uint4*>(p.y);
-  Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
-  unsigned word_next = unit_word(p.x, 0, p.group_vecs);
-  // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
-  // cancellation), loaded a unit ahead. 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed
-  // on the tensor cores, three mma per warp-wide tile of 256 elements.
-  float s1 = 0.f, s2 = 0.f, piv = 0.f;
-  unsigned piv2 = 0u;
-  TileSums<T> tile;
-  auto stats_begin = [&](int t) {
-    const unsigned word = word_next;
-    if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
-    piv = pivot_of<T>(word);
-    piv2 = (word & 0xffffu) | (word << 16);
-    s1 = s2 = 0.f;
-  };
-  auto stats_chunk = [&](int k) {
-    mbar_wait(full + st.s, st.phase);
-    const uint4* slot = ringc + st.s * p.chunk_vecs;
-    const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-    if constexpr (std::is_same<T, float>::value) {
-#pragma unroll
-      for (int i = 0; i < kHeldUnroll; ++i) {
-        const int v = tid + i * kCompute;
-        if (v >= n) break;
-        float f[VE];
-        V::unpack(slot[v], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float d = f[e] - piv;
-          s1 += d;
-          s2 = fmaf(d, d, s2);
-        }
-      }
-    } else {
-      with_count<kCompute>(n, [&](auto c) { tile_chunk<T, decltype(c)::value, kCompute>(tile, slot, n, piv2); });
-    }
-    st.next(p.ring_slots);
-  };
-  auto stats_end = [&](int t) {
-    if constexpr (std::is_same<T, float>::value) {
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         s1 += __shfl_xor_sync(0xffffffffu, s1, o);
         s2 += __shfl_xor_sync(0xffffffffu, s2, o);
       }
-    } else {
-      const float2 sq = tile.take();
-      s1 = sq.x;
-      s2 = sq.y;
-    }
-    if (lane == 0) {
+      const float md = s1 / count;  // mean - pivot
+      const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
+      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
+      if (lane < 2) {
+        constexpr float kLog2e = 1.4426950408889634f;
+        const float sa = rstd * wv, sc = bv - (piv + md) * sa;
+        coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&coef_ready);
+    };
+    // This CTA's partial of unit t, once every compute warp has left its sums.
+    auto publish = [&](int t) {
       const int b = t % bufs;
-      wpart[b][warp] = make_float2(s1, s2);
-      mbar_arrive(part_ready + b);
+      mbar_wait(part_ready + b, (t / bufs) & 1);
+      float2 a = lane < kWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
+        a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
+      }
+      if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
+    };
+    for (int t = 0; t < p.units + p.lag; ++t) {
+      if (p.lag == 0) {  // a unit's own partial first: its exchange waits for it
+        publish(t);
+        prepare(t);
+        continue;
+      }
+      if (t >= p.lag) prepare(t - p.lag);
+      if (t < p.units) publish(t);
     }
-  };
-  // Apply: from the slots the statistics read, releasing each once every warp has read it.
-  float4 k0 = make_float4(0.f, 0.f, 0.f, 0.f), k1 = k0;
-  uint4* dst = y;
-  auto apply_begin = [&](int u) {
-    if (p.debug & 4) {  // experiment: no exchange (wrong coefficients)
-      dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
-      return;
+    return;
+  }
+
+  // Compute warps: step t takes the statistics of unit t, then the apply of unit t - lag.
+  const uint4* ringc = ring;
+  uint4* y = static_cast<uint4*>(p.y);
+  Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
+  unsigned word_next = unit_word(p.x, 0, p.group_vecs);
+  for (int t = 0; t < p.units + p.lag; ++t) {
+    if (t < p.units) {
+      // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
+      // cancellation), loaded a unit ahead.
+      const unsigned word = word_next;
+      if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
+      float s1 = 0.f, s2 = 0.f;
+      if constexpr (std::is_same<T, float>::value) {
+        const float piv = __uint_as_float(word);
+        for (int k = 0; k < chunks; ++k) {
+          mbar_wait(full + st.s, st.phase);
+          const uint4* slot = ringc + st.s * p.chunk_vecs;
+          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+#pragma unroll
+          for (int i = 0; i < kHeldUnroll; ++i) {
+            const int v = tid + i * kCompute;
+            if (v >= n) break;
+            float f[VE];
+            V::unpack(slot[v], f);
+#pragma unroll
+            for (int e = 0; e < VE; ++e) {
+              const float d = f[e] - piv;
+              s1 += d;
+              s2 = fmaf(d, d, s2);
+            }
+          }
+          st.next(p.ring_slots);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+          s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        }
+      } else {
+        // 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed on the tensor cores: three
+        // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
+        // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
+        const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
+        TileSums<T> tile;
+        for (int k = 0; k < chunks; ++k) {
+          mbar_wait(full + st.s, st.phase);
+          const uint4* slot = ringc + st.s * p.chunk_vecs;
+          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+          with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
+          st.next(p.ring_slots);
+        }
+        const float2 sq = tile.take();
+        s1 = sq.x;
+        s2 = sq.y;
+      }
+      if (lane == 0) {
+        const int b = t % bufs;
+        wpart[b][warp] = make_float2(s1, s2);
+        mbar_arrive(part_ready + b);
+      }
     }
+    const int u = t - p.lag;
+    if (u < 0) continue;
     mbar_wait(&coef_ready, u & 1);
-    k0 = coef[0];
-    k1 = coef[1];
+    const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
-    dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
-  };
-  auto apply_chunk_k = [&](int k) {
-    const uint4* slot = ringc + ap.s * p.chunk_vecs;
-    const int base = k * p.chunk_vecs;
-    const int n = min(p.chunk_vecs, len - base);
-    with_count<kCompute>(n, [&](auto c) {
-      apply_chunk<T, decltype(c)::value, kCompute>(slot, dst + base, n, base, split, k0, k1);
-    });
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + ap.s);
-    ap.next(p.ring_slots);
-  };
-
-  for (int t = 0; t < p.units + p.lag; ++t) {
-    const bool stats = t < p.units;
-    const int u = t - p.lag;
-    if (stats) stats_begin(t);
-    if (p.lag == 0) {
-      for (int k = 0; k < chunks; ++k) stats_chunk(k);
-      stats_end(t);
-      apply_begin(t);
-      for (int k = 0; k < chunks; ++k) apply_chunk_k(k);
-      continue;
-    }
-    if (!p.interleave) {
-      if (stats) {
-        for (int k = 0; k < chunks; ++k) stats_chunk(k);
-        stats_end(t);
-      }
-      if (u >= 0) {
-        apply_begin(u);
-        for (int k = 0; k < chunks; ++k) apply_chunk_k(k);
-      }
-      continue;
-    }
-    if (u >= 0) apply_begin(u);
+    // Apply from the slots the statistics read, releasing each once every warp has read it.
+    uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
     for (int k = 0; k < chunks; ++k) {
-      if (stats) stats_chunk(k);
-      if (u >= 0) apply_chunk_k(k);
+      const uint4* slot = ringc + ap.s * p.chunk_vecs;
+      const int base = k * p.chunk_vecs;
+      const int n = min(p.chunk_vecs, len - base);
+      with_count<kCompute>(
+          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, dst + base, n, base, split, k0, k1); });
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + ap.s);
+      ap.next(p.ring_slots);
     }
-    if (stats) stats_end(t);
   }
 }
 

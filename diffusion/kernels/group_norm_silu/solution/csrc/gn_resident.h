@@ -110,8 +110,6 @@ struct HeldParams {
   int ring_slots;
   int lag;
   int warps;               // compute warps: 8, 12 or 16
-  int debug;               // experiment: 4 skips the exchange (wrong results)
-  int interleave;          // 1: a step's statistics and apply chunks in turn; 0: each whole
   float eps;
 };
 
