@@ -188,6 +188,26 @@ LARGE_BYTES = 256e6   # the issue's "rows moving at least 256 MB" (the runner's 
 COPY_SHARE = 0.85     # ... "at 85% or more of the measured copy bandwidth"
 
 
+def kernel_key(name: str) -> str:
+    """A kernel's name without its return type, scope and parameter list: ncu and torch.profiler spell the rest
+    differently (ncu writes `void <unnamed>::k<__half, 16>(P, D)` for torch's
+    `void ns::(anonymous namespace)::k<__half, 16>(ns::P, ns::D)`), and only the rest."""
+    s = name.strip()
+    if s.endswith(")"):  # the parameter list: the outermost parenthesised group at the end
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i]
+                break
+    depth, cut = 0, 0
+    for i, ch in enumerate(s):  # the last '::' or space outside template brackets ends the scope / return type
+        depth = max(0, depth + {"<": 1, ">": -1}.get(ch, 0))  # ncu's "unnamed>" closes nothing
+        if depth == 0 and (ch == " " or s.startswith("::", i)):
+            cut = i + (2 if ch == ":" else 1)
+    return s[cut:].strip()
+
+
 def slow_large_rows(task_dir: Path, f: ResultsFile) -> list[tuple[dict, float, Path, dict | None]]:
     """The production rows of at least LARGE_BYTES below COPY_SHARE of copy by device_us, as (row, candidate's copy
     share, path of its candidate profile summary, that summary or None). The summary is given only when it ran the
@@ -202,7 +222,7 @@ def slow_large_rows(task_dir: Path, f: ResultsFile) -> list[tuple[dict, float, P
         prof = task_dir / "docs" / "profile" / slug / f"{r['id']}-candidate.json"
         summary = json.loads(prof.read_text()) if prof.exists() else None
         names = sorted(k["name"] for k in (summary or {}).get("kernels", []))
-        if summary is not None and names != sorted(r.get("kernels") or []):
+        if summary is not None and sorted(map(kernel_key, names)) != sorted(map(kernel_key, r.get("kernels") or [])):
             summary = {"other_kernels": names}
         out.append((r, share, prof, summary))
     return out

@@ -97,6 +97,32 @@ def test_large_rows_below_copy_share_show_the_bound_of_a_profile_of_the_same_ker
     assert large_rows_section(tmp_path, ResultsFile(tmp_path / "x.jsonl", {"gpu_slug": "h100"}, rows[3:4], {})) == []
 
 
+@pytest.mark.parametrize("ncu_name, torch_name", [
+    # a kernel in an anonymous namespace: ncu drops the scope and the parameters' namespaces
+    ("void unnamed>::gn_held_kernel<__half, 16>(HeldParams, DType)",
+     "void kda_gn::(anonymous namespace)::gn_held_kernel<__half, 16>(kda_gn::HeldParams, kda_gn::DType)"),
+    ("_gn_apply_kernel", "_gn_apply_kernel"),  # Triton kernels carry no scope or parameters
+])
+def test_a_profile_matches_the_recorded_kernels_whatever_scope_ncu_writes(tmp_path, ncu_name, torch_name):
+    import json
+
+    from kda.report import ResultsFile, slow_large_rows
+
+    prof = tmp_path / "docs" / "profile" / "h200"
+    prof.mkdir(parents=True)
+    (prof / "r-candidate.json").write_text(json.dumps({"kernels": [{"name": ncu_name}], "bound": "memory"}))
+    f = ResultsFile(tmp_path / "h200.jsonl", {"gpu_slug": "h200"}, [_large_row("r", 300, 0.7, [torch_name])], {})
+    [(_, _, _, summary)] = slow_large_rows(tmp_path, f)
+    assert summary == {"kernels": [{"name": ncu_name}], "bound": "memory"}
+
+
+def test_kernels_differing_in_template_arguments_do_not_match():
+    from kda.report import kernel_key
+
+    assert kernel_key("void ns::k<__half, 16>(P)") != kernel_key("void unnamed>::k<__half, 8>(P)")
+    assert kernel_key("void ns::k<__half, 16>(P)") != kernel_key("void ns::j<__half, 16>(P)")
+
+
 def test_unprofiled_large_rows_are_those_without_a_profile_of_their_kernels(tmp_path):
     import json
 
