@@ -229,6 +229,9 @@ def _group_norm_layouts():
     out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
+    # v18: y written back into the ring and stored with TMA by the copy warp
+    out["held_tma_store"] = {"_HELD": True, "_HELD_TMA_STORE": True}
+    out["held_tma_store_w12"] = {"_HELD": True, "_HELD_TMA_STORE": True, "_HELD_WARPS": 12}
     return m, out
 
 

@@ -124,6 +124,7 @@ _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, 
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
 _HELD_WARPS = 16                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 16 best or
                                    # within 1% on six of seven rows above (956b206-held.json), 12-18% ahead of 8
+_HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -752,8 +753,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps) for the held kernel, or None when it cannot
-    take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store) for the held kernel, or None when
+    it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -772,7 +773,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
     if slice_vecs > channel_vecs or lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS, int(_HELD_TMA_STORE)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

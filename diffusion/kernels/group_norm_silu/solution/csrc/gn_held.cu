@@ -40,6 +40,27 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
       : "memory");
 }
 
+// `bytes` (a multiple of 16) from shared to global memory, as one bulk group of its own.
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes, uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(dst),
+      "r"(smem_addr(src)), "r"(bytes), "l"(pol)
+      : "memory");
+}
+
+// Whether the phase of `bar` with this parity has completed, without waiting.
+__device__ __forceinline__ bool mbar_test(uint64_t* bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+      "p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // A position in the ring: slot and the parity of its current fill.
 struct Slot {
   int s = 0;
@@ -183,8 +204,47 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
 
   if (warp == kWarps) {  // copy warp
     if (lane != 0) return;
-    const uint64_t pol = l2_policy(false, true);  // x is read once
+    const uint64_t pol = l2_policy(false, true);  // x is read once, y written once
     const char* x = static_cast<const char*>(p.x);
+    if (p.tma_store) {
+      // Loads and stores in ring order, neither blocking the other: chunk q is stored once the compute warps have
+      // written it back (empty, phase q / slots), and chunk q + slots loaded into its slot once that store has read it.
+      char* y = static_cast<char*>(p.y);
+      const int total = p.units * chunks;
+      int ld = 0, sq = 0, read = 0;  // next chunk to load, next to store; stores before `read` have read their slots
+      int lu = 0, lk = 0, su = 0, sk = 0;  // (unit, chunk) of ld and of sq
+      Slot la, sa;
+      while (sq < total) {
+        bool busy = false;
+        if (sq < ld && mbar_test(empty + sa.s, sa.phase)) {
+          const int n = min(p.chunk_vecs, len - sk * p.chunk_vecs);
+          bulk_store(y + (static_cast<int64_t>(su) * p.group_vecs + lo + sk * p.chunk_vecs) * 16,
+                     ring + sa.s * p.chunk_vecs, 16u * n, pol);
+          ++sq;
+          sa.next(p.ring_slots);
+          if (++sk == chunks) sk = 0, ++su;
+          busy = true;
+        }
+        if (ld < total && ld - sq < p.ring_slots) {  // the slot's last chunk, ld - slots, is stored
+          if (ld - p.ring_slots >= read) {  // ... and has read the slot
+            asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            read = sq;
+          }
+          const int n = min(p.chunk_vecs, len - lk * p.chunk_vecs);
+          mbar_expect_tx(full + la.s, 16u * n);
+          bulk_copy(ring + la.s * p.chunk_vecs,
+                    x + (static_cast<int64_t>(lu) * p.group_vecs + lo + lk * p.chunk_vecs) * 16, 16u * n, full + la.s,
+                    pol);
+          ++ld;
+          la.next(p.ring_slots);
+          if (++lk == chunks) lk = 0, ++lu;
+          busy = true;
+        }
+        if (!busy) __nanosleep(20);
+      }
+      asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // y written before the CTA exits
+      return;
+    }
     Slot at;
     for (int u = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
@@ -279,7 +339,6 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
   }
 
   // Compute warps: step t takes the statistics of unit t, then the apply of unit t - lag.
-  const uint4* ringc = ring;
   uint4* y = static_cast<uint4*>(p.y);
   Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
   unsigned word_next = unit_word(p.x, 0, p.group_vecs);
@@ -294,7 +353,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         const float piv = __uint_as_float(word);
         for (int k = 0; k < chunks; ++k) {
           mbar_wait(full + st.s, st.phase);
-          const uint4* slot = ringc + st.s * p.chunk_vecs;
+          const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
 #pragma unroll
           for (int i = 0; i < kHeldUnroll; ++i) {
@@ -324,7 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         TileSums<T> tile;
         for (int k = 0; k < chunks; ++k) {
           mbar_wait(full + st.s, st.phase);
-          const uint4* slot = ringc + st.s * p.chunk_vecs;
+          const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
           with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
           st.next(p.ring_slots);
@@ -345,14 +404,17 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
-    // Apply from the slots the statistics read, releasing each once every warp has read it.
+    // Apply from the slots the statistics read, releasing each once every warp is done with it: y stored to global
+    // memory, or (p.tma_store) written back into the slot for the copy warp to store with TMA.
     uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
     for (int k = 0; k < chunks; ++k) {
-      const uint4* slot = ringc + ap.s * p.chunk_vecs;
+      uint4* slot = ring + ap.s * p.chunk_vecs;
       const int base = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - base);
+      uint4* out = p.tma_store ? slot : dst + base;
       with_count<kCompute>(
-          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, dst + base, n, base, split, k0, k1); });
+          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, out, n, base, split, k0, k1); });
+      if (p.tma_store) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA store
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);

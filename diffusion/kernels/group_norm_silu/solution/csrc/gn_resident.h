@@ -110,6 +110,7 @@ struct HeldParams {
   int ring_slots;
   int lag;
   int warps;               // compute warps: 8, 12 or 16
+  int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the compute warps
   float eps;
 };
 
