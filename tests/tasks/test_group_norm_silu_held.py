@@ -60,18 +60,19 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     assert ring_slots * chunk_vecs * 16 + IMPL._HELD_RESERVE <= SMEM and ring_slots <= IMPL._HELD_MAX_SLOTS
 
 
-def test_the_largest_group_is_held_in_five_chunks_with_three_slots_to_spare_and_no_lag():
-    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple), in five copies of
-    # 1696 vectors (26.5 KB; at most 4 a thread of 16 warps); 8 such slots fit 227 KB less the reserve, too few for a
-    # second slice
+def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
+    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple). At 16 warps, five
+    # copies of 1696 vectors (26.5 KB) and 8 slots: too few for a second slice. So 12 warps with TMA stores: six
+    # copies of 1408 vectors (22 KB; at most 4 a thread of 12 warps), 10 slots, still no lag
+    assert IMPL._HELD_WARPS == 16 and IMPL._HELD_NO_LAG == (12, True)
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan[:7] == (132, 8448, 5, 1696, 8, 0, IMPL._HELD_WARPS) and IMPL._HELD_WARPS == 16
+    assert plan == (132, 8448, 6, 1408, 10, 0, 12, 1)
 
 
 def test_a_4_7_mb_group_takes_the_default_lag():
     # c512 t9 128x128: 2240 vectors a CTA in two copies of 1120; 12 slots hold the lag's three slices and more
     plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
-    assert plan[:7] == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 16)
+    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 16, 0)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():

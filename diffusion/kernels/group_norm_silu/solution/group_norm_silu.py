@@ -125,6 +125,10 @@ _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where t
 _HELD_WARPS = 16                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 16 best or
                                    # within 1% on six of seven rows above (956b206-held.json), 12-18% ahead of 8
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
+# (compute warps, TMA stores) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): 12 warps and TMA
+# stores ran 6% faster there in both orders (ee641b2-tma-store.json, ee641b2-tma-store-rev.json), even or slower on
+# the rows with a lag
+_HELD_NO_LAG = (12, True)
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -761,19 +765,30 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     512-byte boundary, and at most one channel long so that a slice spans at most two channels. A slice is copied in
     `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS, and _HELD_UNROLL per compute thread) into a
     ring of `ring_slots` chunk slots, which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the
-    largest up to _HELD_LAG that fits."""
+    largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
     slice_vecs = cdiv(cdiv(group_vecs, min(sms, _HELD_MAX_CTAS)), 32) * 32
     ctas = cdiv(group_vecs, slice_vecs)
-    chunks = cdiv(slice_vecs, min(_HELD_CHUNK_VECS, _HELD_WARPS * 32 * _HELD_UNROLL))
-    chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
-    ring_slots = min(_HELD_MAX_SLOTS, (smem_optin - _HELD_RESERVE) // (16 * chunk_vecs))
-    lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
-    if slice_vecs > channel_vecs or lag < 0:
+    if slice_vecs > channel_vecs:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, _HELD_WARPS, int(_HELD_TMA_STORE)
+
+    def geometry(warps):
+        chunks = cdiv(slice_vecs, min(_HELD_CHUNK_VECS, warps * 32 * _HELD_UNROLL))
+        chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
+        ring_slots = min(_HELD_MAX_SLOTS, (smem_optin - _HELD_RESERVE) // (16 * chunk_vecs))
+        lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
+        return chunks, chunk_vecs, ring_slots, lag
+
+    warps, tma_store = _HELD_WARPS, _HELD_TMA_STORE
+    chunks, chunk_vecs, ring_slots, lag = geometry(warps)
+    if lag == 0:
+        warps, tma_store = _HELD_NO_LAG
+        chunks, chunk_vecs, ring_slots, lag = geometry(warps)
+    if lag < 0:
+        return None
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):
