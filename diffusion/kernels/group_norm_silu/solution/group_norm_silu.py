@@ -62,7 +62,9 @@ Design:
 - v17: contiguous 16-bit x of _HELD_MIN_BYTES and more on an H200 through the held kernel (csrc/gn_held.cu: one unit
   at a time held across the grid in TMA-filled shared-memory rings, x read once; each CTA's partial tagged by the call
   so one read per unit finds the grid's; statistics of unit u + 2 before the apply of unit u). The first x-read-once
-  kernel here to beat the split path (ledger L0058).
+  kernel here to beat the split path (ledger L0064).
+- v18: the held kernel can write y back into its ring for the copy warp to store with TMA; only where the ring holds
+  no lag (c256_t17_256x256), with 12 compute warps (ledger L0066).
 
 """
 import math
@@ -127,7 +129,7 @@ _HELD_WARPS = 16                   # compute warps per CTA: 8, 12 or 16 (the ker
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
 # (compute warps, TMA stores) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): 12 warps and TMA
 # stores ran 6% faster there in both orders (ee641b2-tma-store.json, ee641b2-tma-store-rev.json), even or slower on
-# the rows with a lag
+# the rows with a lag; the bench at d8e30c1 did not show the 6% on that row (ledger L0066)
 _HELD_NO_LAG = (12, True)
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
