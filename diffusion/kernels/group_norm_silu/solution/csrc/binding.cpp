@@ -63,17 +63,40 @@ bool accept(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const 
   return true;
 }
 
+// The checks every run starts with: false when `accept` refuses the tensors or a channel is not whole 16-byte
+// vectors (the caller then takes the Triton path); a group count that does not divide C is the caller's error.
+bool take(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+          const at::Tensor& out, int64_t groups, Call* call) {
+  if (!accept(x, weight, bias, out, call)) return false;
+  const int64_t C = x.size(1), S = x.numel() / (x.size(0) * C);
+  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
+  return (S * x.element_size()) % 16 == 0;
+}
+
+// The tensors and unit geometry every kernel's parameters start with (kda_gn::GroupCall), for a call `accept` took.
+void set_call(kda_gn::GroupCall& p, const at::Tensor& x, const at::Tensor& out, const Call& call, int64_t groups,
+              double eps) {
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
+  p.x = x.data_ptr();
+  p.y = out.data_ptr();
+  p.w = call.w;
+  p.b = call.b;
+  p.group_vecs = static_cast<int>((C / groups) * S * elem / 16);
+  p.channel_vecs = static_cast<int>(S * elem / 16);
+  p.units = static_cast<int>(B * groups);
+  p.groups = static_cast<int>(groups);
+  p.cpg = static_cast<int>(C / groups);
+  p.eps = static_cast<float>(eps);
+}
+
 // Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
 // ring_vecs). Returns false, having launched nothing, when `accept` refuses this call's tensors.
 bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
          const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
          int64_t ring_vecs) {
   Call call;
-  if (!accept(x, weight, bias, out, &call)) return false;
-  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
-  const int64_t elem = x.element_size();
-  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
-  if ((S * elem) % 16 != 0) return false;
+  if (!take(x, weight, bias, out, groups, &call)) return false;
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
   TORCH_CHECK_VALUE(team_size >= 1 && team_size <= kda_gn::kMaxTeam && teams >= 1 && chunk_vecs >= 1 &&
                         ring_vecs >= chunk_vecs && team_size * chunk_vecs >= (C / groups) * S * elem / 16 &&
                         (C / groups) * S * elem / 16 < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,
@@ -88,22 +111,13 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   auto stream = c10::cuda::getCurrentCUDAStream();
 
   kda_gn::Params p;
-  p.x = x.data_ptr();
-  p.y = out.data_ptr();
-  p.w = call.w;
-  p.b = call.b;
+  set_call(p, x, out, call, groups, eps);
   p.partials = reinterpret_cast<float2*>(ws.data_ptr<float>());
   p.counters = reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
-  p.group_vecs = static_cast<int>((C / groups) * S * elem / 16);
-  p.channel_vecs = static_cast<int>(S * elem / 16);
-  p.units = static_cast<int>(units);
-  p.groups = static_cast<int>(groups);
-  p.cpg = static_cast<int>(C / groups);
   p.team_size = static_cast<int>(team_size);
   p.teams = static_cast<int>(teams);
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.ring_vecs = static_cast<int>(ring_vecs);
-  p.eps = static_cast<float>(eps);
   const cudaError_t err = kda_gn::launch(p, call.xt, call.wt, stream.stream());
   TORCH_CHECK(err == cudaSuccess, "group_norm_silu resident kernel launch failed: ", cudaGetErrorString(err));
   return true;
@@ -115,11 +129,8 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
                 const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
                 int64_t chunk_vecs, int64_t lag, int64_t hints) {
   Call call;
-  if (!accept(x, weight, bias, out, &call)) return false;
-  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
-  const int64_t elem = x.element_size();
-  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
-  if ((S * elem) % 16 != 0) return false;
+  if (!take(x, weight, bias, out, groups, &call)) return false;
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
   const int64_t group_vecs = (C / groups) * S * elem / 16;
   TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kStreamMaxCtas && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
                         chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * kda_gn::kStreamUnroll &&
@@ -134,24 +145,15 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
   at::Tensor ws = at::empty({2 * units * ctas + units}, x.options().dtype(at::kFloat));
   float* f = ws.data_ptr<float>();
   kda_gn::StreamParams p;
-  p.x = x.data_ptr();
-  p.y = out.data_ptr();
-  p.w = call.w;
-  p.b = call.b;
+  set_call(p, x, out, call, groups, eps);
   p.partials = reinterpret_cast<float2*>(f);
   p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas);
-  p.group_vecs = static_cast<int>(group_vecs);
-  p.channel_vecs = static_cast<int>(S * elem / 16);
-  p.units = static_cast<int>(units);
-  p.groups = static_cast<int>(groups);
-  p.cpg = static_cast<int>(C / groups);
   p.ctas = static_cast<int>(ctas);
   p.slice_vecs = static_cast<int>(slice_vecs);
   p.chunks = static_cast<int>(chunks);
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.lag = static_cast<int>(lag);
   p.hints = static_cast<int>(hints);
-  p.eps = static_cast<float>(eps);
   const cudaError_t err = kda_gn::launch_stream(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "group_norm_silu stream kernel launch failed: ", cudaGetErrorString(err));
   return true;
@@ -164,11 +166,8 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
               const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
               int64_t chunk_vecs, int64_t ring_slots, int64_t lag, int64_t warps, int64_t tma_store) {
   Call call;
-  if (!accept(x, weight, bias, out, &call)) return false;
-  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C);
-  const int64_t elem = x.element_size();
-  TORCH_CHECK_VALUE(groups > 0 && C % groups == 0, "num_groups ", groups, " must divide the ", C, " channels");
-  if ((S * elem) % 16 != 0) return false;
+  if (!take(x, weight, bias, out, groups, &call)) return false;
+  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
   const int64_t group_vecs = (C / groups) * S * elem / 16, channel_vecs = S * elem / 16;
   // Every CTA owns a non-empty slice of at most two channels that fits its chunks, and lag + 1 slices fit the ring
   // (the kernel relies on all of it: a ring too small for them never frees the slot the next copy waits for).
@@ -192,17 +191,9 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   if (tag == 0) tag = next_tag.fetch_add(1);
   at::Tensor ws = at::empty({4 * units * ctas}, x.options().dtype(at::kFloat));
   kda_gn::HeldParams p;
-  p.x = x.data_ptr();
-  p.y = out.data_ptr();
-  p.w = call.w;
-  p.b = call.b;
+  set_call(p, x, out, call, groups, eps);
   p.partials = reinterpret_cast<uint4*>(ws.data_ptr<float>());
   p.tag = tag;
-  p.group_vecs = static_cast<int>(group_vecs);
-  p.channel_vecs = static_cast<int>(channel_vecs);
-  p.units = static_cast<int>(units);
-  p.groups = static_cast<int>(groups);
-  p.cpg = static_cast<int>(C / groups);
   p.ctas = static_cast<int>(ctas);
   p.slice_vecs = static_cast<int>(slice_vecs);
   p.chunks = static_cast<int>(chunks);
@@ -211,7 +202,6 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.lag = static_cast<int>(lag);
   p.warps = static_cast<int>(warps);
   p.tma_store = tma_store != 0;
-  p.eps = static_cast<float>(eps);
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back
     (void)cudaGetLastError();

@@ -246,4 +246,33 @@ struct TileSums {
   }
 };
 
+// Queues kernel<<<grid, block, smem>>>(p, wb) on `stream`, as a cooperative launch when `cooperative` (its blocks
+// wait for each other, so the driver must refuse a grid the GPU cannot hold whole rather than start part of it). The
+// opt-in above 48 KB of shared memory is per function and device: `opted`, one array per kernel, keeps the largest
+// size set so far, so later calls skip it.
+template <typename P>
+cudaError_t launch_grid(void (*kernel)(P, DType), size_t (&opted)[64], int grid, int block, size_t smem,
+                        bool cooperative, cudaStream_t stream, const P& p, DType wb) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  size_t& done = opted[device & 63];
+  if (smem > done) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+    done = smem;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = cooperative ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p, wb);
+}
+
 }  // namespace kda_gn

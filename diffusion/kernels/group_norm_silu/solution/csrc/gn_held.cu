@@ -110,6 +110,16 @@ __device__ __forceinline__ float pivot_of(unsigned word) {
 // math runs unconditionally, so the K latency chains interleave (v17e's loop, bounded at run time, ran ~3 vectors a
 // thread a chunk, always one at a time in its remainder).
 
+// This thread's vectors of the chunk, zeros past n.
+template <int K, int kCompute>
+__device__ __forceinline__ void load_chunk(const uint4* slot, int n, uint4 (&q)[K]) {
+#pragma unroll
+  for (int i = 0; i < K; ++i) {
+    const int v = static_cast<int>(threadIdx.x) + i * kCompute;
+    q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
 template <typename T, int K, int kCompute>
 __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n, int first, int split, float4 k0,
@@ -118,11 +128,7 @@ __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n
   constexpr int VE = V::VE;
   const int tid = threadIdx.x;
   uint4 q[K];
-#pragma unroll
-  for (int i = 0; i < K; ++i) {
-    const int v = tid + i * kCompute;
-    q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
-  }
+  load_chunk<K, kCompute>(slot, n, q);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     const int v = tid + i * kCompute;
@@ -143,16 +149,11 @@ __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n
 template <typename T, int K, int kCompute>
 __device__ __forceinline__ void tile_chunk(TileSums<T>& tile, const uint4* slot, int n, unsigned piv2) {
   using H = Half2Ops<T>;
-  const int v0 = (threadIdx.x / 32) * 32 + threadIdx.x % 32;
   uint4 q[K];
+  load_chunk<K, kCompute>(slot, n, q);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const int v = v0 + i * kCompute;
-    q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
-  }
-#pragma unroll
-  for (int i = 0; i < K; ++i) {
-    const bool valid = v0 + i * kCompute < n;
+    const bool valid = static_cast<int>(threadIdx.x) + i * kCompute < n;
     tile.add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
              valid ? H::sub2(q[i].z, piv2) : 0u, valid ? H::sub2(q[i].w, piv2) : 0u);
   }
@@ -424,28 +425,9 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
 
 template <typename T, int kWarps>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
-  const int smem = p.ring_slots * p.chunk_vecs * 16;
-  // The opt-in above 48 KB of shared memory is per function and device; the largest size asked so far is kept.
-  static int opted[64] = {};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (opted[device & 63] < smem) {
-    err = cudaFuncSetAttribute(gn_held_kernel<T, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    opted[device & 63] = smem;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
-  cfg.blockDim = dim3(kWarps * 32 + 64);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA waits for every other one
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gn_held_kernel<T, kWarps>, p, wb);
+  static size_t opted[64] = {};
+  return launch_grid(gn_held_kernel<T, kWarps>, opted, p.ctas, kWarps * 32 + 64,
+                     static_cast<size_t>(p.ring_slots) * p.chunk_vecs * 16, true, stream, p, wb);
 }
 
 template <typename T>

@@ -193,35 +193,13 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
 template <typename T>
 cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(p.ring_vecs) * 16;
-  // The opt-in above 48 KB is per function and device; raising it once to the largest size seen keeps later calls
-  // cheap.
-  static size_t opted[64] = {};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  size_t& done = opted[device & 63];
-  if (smem > done) {
-    err = cudaFuncSetAttribute(gn_resident_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-    done = smem;
-  }
   if (p.team_size > 1) {
-    err = zero_counters(p.counters, p.units, stream);
+    const cudaError_t err = zero_counters(p.counters, p.units, stream);
     if (err != cudaSuccess) return err;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.teams * p.team_size));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = p.team_size > 1 ? 1 : 0;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gn_resident_kernel<T>, p, wb);
+  static size_t opted[64] = {};
+  return launch_grid(gn_resident_kernel<T>, opted, p.teams * p.team_size, kThreads,
+                     static_cast<size_t>(p.ring_vecs) * 16, p.team_size > 1, stream, p, wb);
 }
 
 }  // namespace

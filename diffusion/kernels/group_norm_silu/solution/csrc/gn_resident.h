@@ -8,27 +8,31 @@ namespace kda_gn {
 
 enum class DType : int { kFP16 = 0, kBF16 = 1, kFP32 = 2 };
 
-// One call of the resident kernel on a contiguous x [B, C, S] (S = product of the spatial dims). A unit is one
-// (batch, group): CPG * S contiguous elements, seen as `group_vecs` 16-byte vectors. A team of `team_size` CTAs
-// holds one unit at a time in shared memory (each member a slice of `chunk_vecs` vectors), so x is read from DRAM
-// once; teams walk units team, team + teams, ...
-struct Params {
+// What every kernel's parameters start with: the tensors of one call on a contiguous x [B, C, S] and its units. A
+// unit is one (batch, group): CPG * S contiguous elements, seen as `group_vecs` 16-byte vectors.
+struct GroupCall {
   const void* x;
   void* y;                 // contiguous, x's shape and dtype
   const void* w;           // [C] or null
   const void* b;           // [C] or null
-  float2* partials;        // [units][team_size]: (mean, M2) of each member's slice
-  unsigned* counters;      // [units], zero before the launch when team_size > 1
   int group_vecs;          // 16-byte vectors per unit (< 2^31)
   int channel_vecs;        // 16-byte vectors per channel (S * elem / 16: a vector never spans two channels)
   int units;               // B * G
   int groups;              // G
   int cpg;                 // channels per group
+  float eps;
+};
+
+// One call of the resident kernel (S = product of the spatial dims). A team of `team_size` CTAs holds one unit at a
+// time in shared memory (each member a slice of `chunk_vecs` vectors), so x is read from DRAM once; teams walk units
+// team, team + teams, ...
+struct Params : GroupCall {
+  float2* partials;        // [units][team_size]: (mean, M2) of each member's slice
+  unsigned* counters;      // [units], zero before the launch when team_size > 1
   int team_size;
   int teams;               // grid = teams * team_size CTAs, all resident at once
   int chunk_vecs;          // vectors per member slice (the last members may hold fewer or none)
   int ring_vecs;           // shared-memory ring per CTA, in vectors: >= chunk_vecs
-  float eps;
 };
 
 constexpr int kThreads = 512;
@@ -50,25 +54,15 @@ cudaError_t zero_counters(unsigned* counters, int n, cudaStream_t stream);
 // statistics chunk t and apply chunk t - chunks - lag, loaded kStreamStages - 1 steps ahead into a shared-memory
 // ring, so a unit's apply starts `lag` chunks after the whole machine could have published its statistics (the wait
 // is hidden) and re-reads x about one unit later (from the L2, when a unit plus the lag fits there).
-struct StreamParams {
-  const void* x;
-  void* y;
-  const void* w;
-  const void* b;
+struct StreamParams : GroupCall {
   float2* partials;        // [units][ctas]: (mean, M2) of each CTA's slice
   unsigned* counters;      // [units], zero before the launch: CTAs that published their partial
-  int group_vecs;
-  int channel_vecs;
-  int units;
-  int groups;
-  int cpg;
   int ctas;
   int slice_vecs;
   int chunks;
   int chunk_vecs;
   int lag;
   int hints;               // 1: L2 eviction hints (x kept for its re-read, y and the re-read evict first)
-  float eps;
 };
 
 constexpr int kStreamUnroll = 4;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
@@ -90,19 +84,10 @@ cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 // `ring_slots` chunk slots. A slice stays in the ring from its statistics until its apply, so x is read from DRAM
 // once. A CTA takes the statistics of unit u + lag before the apply of unit u, so the grid's exchange of unit u's
 // statistics has `lag` units of work to arrive in; the ring holds lag + 1 slices and keeps copying into the rest.
-struct HeldParams {
-  const void* x;
-  void* y;
-  const void* w;
-  const void* b;
+struct HeldParams : GroupCall {
   uint4* partials;         // [units][ctas]: {s1, tag, s2, tag}: sums of x - pivot (the unit's first element) and of
                            // their squares over each CTA's slice (floats as bits)
   unsigned tag;            // this call's tag, never 0 and unlike the last calls': a partial is there when its tags are
-  int group_vecs;
-  int channel_vecs;
-  int units;
-  int groups;
-  int cpg;
   int ctas;
   int slice_vecs;
   int chunks;
@@ -111,7 +96,6 @@ struct HeldParams {
   int lag;
   int warps;               // compute warps: 8, 12 or 16
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the compute warps
-  float eps;
 };
 
 // Compute warps per CTA: 8, 12 or 16 (instantiations), and a copy warp and a sync warp.

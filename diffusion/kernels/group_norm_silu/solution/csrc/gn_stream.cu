@@ -413,29 +413,10 @@ __global__ void __launch_bounds__(kStreamBlock, 1) gn_stream_kernel(StreamParams
 
 template <typename T>
 cudaError_t launch_stream_typed(const StreamParams& p, DType wb, cudaStream_t stream) {
-  // The opt-in above 48 KB of shared memory is per function and device.
-  static bool opted[64] = {};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  const cudaError_t err = zero_counters(p.counters, p.units, stream);
   if (err != cudaSuccess) return err;
-  if (!opted[device & 63]) {
-    err = cudaFuncSetAttribute(gn_stream_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmem);
-    if (err != cudaSuccess) return err;
-    opted[device & 63] = true;
-  }
-  err = zero_counters(p.counters, p.units, stream);
-  if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.ctas));
-  cfg.blockDim = dim3(kStreamBlock);
-  cfg.dynamicSmemBytes = kStreamSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA waits for every other one
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, gn_stream_kernel<T>, p, wb);
+  static size_t opted[64] = {};
+  return launch_grid(gn_stream_kernel<T>, opted, p.ctas, kStreamBlock, kStreamSmem, true, stream, p, wb);
 }
 
 template <typename T>
