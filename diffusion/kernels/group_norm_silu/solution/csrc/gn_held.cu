@@ -326,11 +326,6 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
       }
       if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
-      if (p.trace != nullptr && lane == 0) {  // experiment: when this CTA published unit t
-        unsigned long long now;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-        p.trace[static_cast<int64_t>(t) * p.ctas + blockIdx.x] = now;
-      }
     };
     for (int t = 0; t < p.units + p.lag; ++t) {
       if (p.lag == 0) {  // a unit's own partial first: its exchange waits for it

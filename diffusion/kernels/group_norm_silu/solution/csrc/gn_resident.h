@@ -96,7 +96,6 @@ struct HeldParams : GroupCall {
   int lag;
   int warps;               // compute warps: 8, 12 or 16
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the compute warps
-  unsigned long long* trace;  // experiment: [units][ctas] globaltimer at each publish, or null
 };
 
 // Compute warps per CTA: 8, 12 or 16 (instantiations), and a copy warp and a sync warp.
