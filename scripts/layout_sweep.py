@@ -224,7 +224,7 @@ def _group_norm_layouts():
     # v14 (the split pass chunk by chunk; d3713f0-chunks.json) is gone with its knobs
     # v17: the held kernel (one unit at a time held across the whole grid in TMA-filled rings), at its defaults, at
     # other lags (units between a unit's statistics and its apply), at copies of 16 and 64 KB (default 32), and at
-    # 8, 12 and 16 compute warps (default 12)
+    # 8, 12 and 16 compute warps (default 16)
     out["held"] = {"_HELD": True}
     out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})

@@ -96,7 +96,7 @@ def test_held_kernel_runs_only_on_the_gpus_it_was_measured_faster_on(monkeypatch
     import types
 
     monkeypatch.setattr(IMPL.torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name=name))
-    assert IMPL._held_gpu("cuda:0") is takes_held
+    assert IMPL._gpu_named("cuda:0", IMPL._HELD_GPUS) is takes_held
 
 
 def test_rows_below_the_size_floor_keep_the_split_path():

@@ -155,7 +155,7 @@ def test_team_kernel_runs_only_on_the_gpus_it_was_measured_faster_on(monkeypatch
     import types
 
     monkeypatch.setattr(IMPL.torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name=name))
-    assert IMPL._team_gpu("cuda:0") is takes_team
+    assert IMPL._gpu_named("cuda:0", IMPL._TEAM_GPUS) is takes_team
 
 
 def _meta_launch():

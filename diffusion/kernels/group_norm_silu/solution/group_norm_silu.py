@@ -907,14 +907,10 @@ def _device_limits(device):
     return _limits[index]
 
 
-def _held_gpu(device):
-    """Whether the device is one the held kernel was measured faster on (_HELD_GPUS)."""
-    return any(k in torch.cuda.get_device_properties(device).name for k in _HELD_GPUS)
-
-
-def _team_gpu(device):
-    """Whether the device is one the team kernel was measured faster on (_TEAM_GPUS)."""
-    return any(k in torch.cuda.get_device_properties(device).name for k in _TEAM_GPUS)
+def _gpu_named(device, names):
+    """Whether the device's name contains one of `names`: the GPUs a kernel was measured faster on (_HELD_GPUS,
+    _TEAM_GPUS)."""
+    return any(k in torch.cuda.get_device_properties(device).name for k in names)
 
 
 def _plan(x, weight, bias, G):
@@ -931,11 +927,11 @@ def _plan(x, weight, bias, G):
     sms, smem, stream_ctas = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
         hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) if _HELD and x.dtype in _HELD_DTYPES \
-            and x.numel() * x.element_size() >= _HELD_MIN_BYTES and _held_gpu(x.device) else None
+            and x.numel() * x.element_size() >= _HELD_MIN_BYTES and _gpu_named(x.device, _HELD_GPUS) else None
         if hp is not None:
             return ("held", hp, fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
-            and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _team_gpu(x.device) else None
+            and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _gpu_named(x.device, _TEAM_GPUS) else None
         if launch is not None:
             return ("team", launch, fallback)
         sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \

@@ -142,23 +142,27 @@ __device__ __forceinline__ float rcp_approx(float v) {
   return r;
 }
 
+// A shared-memory pointer as the 32-bit address PTX's shared-memory operands take.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 // Shared-memory mbarriers: arrivals release, waits on a phase's parity acquire. try_wait suspends the waiting warp in
 // hardware (v6f's lane-0 spin on a flag issued a third of all instructions: ncu SourceCounters, 6ba run).
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(count)
                : "memory");
 }
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile(
-      "{\n .reg .b64 st;\n mbarrier.arrive.release.cta.shared::cta.b64 st, [%0];\n}\n" ::"r"(
-          static_cast<unsigned>(__cvta_generic_to_shared(bar)))
+      "{\n .reg .b64 st;\n mbarrier.arrive.release.cta.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
       : "memory");
 }
 
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  const unsigned a = smem_addr(bar);
   unsigned done = 0;
   while (!done) {
     asm volatile(

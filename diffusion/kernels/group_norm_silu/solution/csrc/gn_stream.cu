@@ -31,7 +31,7 @@ __device__ __forceinline__ void store_hinted(uint4* p, const uint4& v, uint64_t 
 }
 
 __device__ __forceinline__ void cp_async16_hinted(void* smem, const void* gmem, uint64_t pol) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const unsigned s = smem_addr(smem);
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(pol)
                : "memory");
 }
