@@ -57,6 +57,12 @@ __device__ __forceinline__ bool mbar_test(uint64_t* bar, unsigned parity) {
   return done != 0;
 }
 
+__device__ __forceinline__ long long clk() {
+  long long c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+  return c;
+}
+
 // A position in the ring: slot and the parity of its current fill.
 struct Slot {
   int s = 0;
@@ -243,17 +249,21 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       return;
     }
     Slot at;
+    long long w_empty = 0;
     for (int u = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+        const long long c0 = clk();
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
+        w_empty += clk() - c0;
         mbar_expect_tx(full + at.s, 16u * n);
         bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,
                   full + at.s, pol);
         at.next(p.ring_slots);
       }
     }
+    if (p.trace) p.trace[blockIdx.x * 10 + 4] = w_empty;
     return;
   }
 
@@ -262,6 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
     // lag the unit's own partial must go first.
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
+    long long w_spin = 0, w_ready = 0, w_taken = 0;
     // The grid's statistics of unit u into the coefficients of this CTA's channels.
     auto prepare = [&](int u) {
       // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group) and the unit's
@@ -276,6 +287,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       const float piv = pivot_of<T>(unit_word(p.x, u, p.group_vecs));
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
+      const long long c0 = clk();
       for (;;) {
         uint4 pv[kHeldMaxCtas / 32];
         bool ok = true;
@@ -295,6 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         }
         __nanosleep(32);
       }
+      w_spin += clk() - c0;
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         s1 += __shfl_xor_sync(0xffffffffu, s1, o);
@@ -302,7 +315,9 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       }
       const float md = s1 / count;  // mean - pivot
       const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
-      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);  // every compute warp holds unit u - 1's coefficients
+      const long long c1 = clk();
+      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);
+      w_taken += clk() - c1;  // every compute warp holds unit u - 1's coefficients
       if (lane < 2) {
         constexpr float kLog2e = 1.4426950408889634f;
         const float sa = rstd * wv, sc = bv - (piv + md) * sa;
@@ -314,7 +329,9 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     // This CTA's partial of unit t, once every compute warp has left its sums.
     auto publish = [&](int t) {
       const int b = t % bufs;
+      const long long c0 = clk();
       mbar_wait(part_ready + b, (t / bufs) & 1);
+      w_ready += clk() - c0;
       float2 a = lane < kWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
@@ -332,6 +349,11 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       if (t >= p.lag) prepare(t - p.lag);
       if (t < p.units) publish(t);
     }
+    if (p.trace && lane == 0) {
+      p.trace[blockIdx.x * 10 + 5] = w_spin;
+      p.trace[blockIdx.x * 10 + 6] = w_ready;
+      p.trace[blockIdx.x * 10 + 7] = w_taken;
+    }
     return;
   }
 
@@ -339,6 +361,8 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
   uint4* y = static_cast<uint4*>(p.y);
   Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
   unsigned word_next = unit_word(p.x, 0, p.group_vecs);
+  long long w_full = 0, t_stats = 0, w_coef = 0, t_apply = 0;
+  const long long k_start = clk();
   for (int t = 0; t < p.units + p.lag; ++t) {
     if (t < p.units) {
       // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
@@ -378,14 +402,18 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
         const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
         TileSums<T> tile;
+        const long long s0 = clk();
         for (int k = 0; k < chunks; ++k) {
+          const long long c0 = clk();
           mbar_wait(full + st.s, st.phase);
+          w_full += clk() - c0;
           const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
           with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
           st.next(p.ring_slots);
         }
         const float2 sq = tile.take();
+        t_stats += clk() - s0;
         s1 = sq.x;
         s2 = sq.y;
       }
@@ -397,7 +425,10 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     }
     const int u = t - p.lag;
     if (u < 0) continue;
+    const long long a0 = clk();
     mbar_wait(&coef_ready, u & 1);
+    const long long a1 = clk();
+    w_coef += a1 - a0;
     const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
@@ -416,6 +447,14 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);
     }
+    t_apply += clk() - a1;
+  }
+  if (p.trace && tid == 0) {
+    p.trace[blockIdx.x * 10 + 0] = w_full;
+    p.trace[blockIdx.x * 10 + 1] = t_stats;
+    p.trace[blockIdx.x * 10 + 2] = w_coef;
+    p.trace[blockIdx.x * 10 + 3] = t_apply;
+    p.trace[blockIdx.x * 10 + 8] = clk() - k_start;
   }
 }
 

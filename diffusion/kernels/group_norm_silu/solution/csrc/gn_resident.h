@@ -95,7 +95,8 @@ struct HeldParams : GroupCall {
   int ring_slots;
   int lag;
   int warps;               // compute warps: 8, 12 or 16
-  int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the compute warps
+  int tma_store;
+  unsigned long long* trace;  // experiment: [ctas][10] cycle totals per role, or null           // 1: y written back into the ring and stored by TMA; 0: stored by the compute warps
 };
 
 // Compute warps per CTA: 8, 12 or 16 (instantiations), and a copy warp and a sync warp.
