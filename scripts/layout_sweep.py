@@ -223,12 +223,15 @@ def _group_norm_layouts():
     # v13 (the pipeline of launches; 357b32e-pipe.json, c87f101-pipe-pdl.json) is gone with its knobs
     # v14 (the split pass chunk by chunk; d3713f0-chunks.json) is gone with its knobs
     # v17: the held kernel (one unit at a time held across the whole grid in TMA-filled rings), at its defaults, at
-    # other lags (units between a unit's statistics and its apply), at copies of 16 and 64 KB (default 32), and at
-    # 8, 12 and 16 compute warps (default 16)
+    # other lags (units between a unit's statistics and its apply), at copies of 16 and 64 KB (default 32), at 8, 12
+    # and 16 apply warps (default 12) and at 8 statistics warps (default 4)
     out["held"] = {"_HELD": True}
+    out["split"] = {"_HELD": False}
     out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
+    out["held_s8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8}
+    out["held_no_lag_w16"] = {"_HELD": True, "_HELD_NO_LAG": (16, True)}
     # v18: y written back into the ring and stored with TMA by the copy warp
     out["held_tma_store"] = {"_HELD": True, "_HELD_TMA_STORE": True}
     out["held_tma_store_w12"] = {"_HELD": True, "_HELD_TMA_STORE": True, "_HELD_WARPS": 12}

@@ -124,8 +124,8 @@ _HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB
 _HELD_UNROLL = 4                   # and at most this many per compute thread (kHeldUnroll: the kernel unrolls them)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
-_HELD_WARPS = 16                   # compute warps per CTA: 8, 12 or 16 (the kernel's instantiations); 16 best or
-                                   # within 1% on six of seven rows above (956b206-held.json), 12-18% ahead of 8
+_HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations)
+_HELD_STAT_WARPS = 4               # statistics warps per CTA: 4, or 8 with 12 apply warps
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
 # (compute warps, TMA stores) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): 12 warps and TMA
 # stores ran 6% faster there in both orders (ee641b2-tma-store.json, ee641b2-tma-store-rev.json), even or slower on
@@ -760,13 +760,13 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store) for the held kernel, or None when
-    it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, stat_warps, tma_store) for the held kernel, or
+    None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
     512-byte boundary, and at most one channel long so that a slice spans at most two channels. A slice is copied in
-    `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS, and _HELD_UNROLL per compute thread) into a
+    `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS, and _HELD_UNROLL per apply thread) into a
     ring of `ring_slots` chunk slots, which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the
     largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
@@ -791,7 +791,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         chunks, chunk_vecs, ring_slots, lag = geometry(warps)
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, _HELD_STAT_WARPS, int(tma_store)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

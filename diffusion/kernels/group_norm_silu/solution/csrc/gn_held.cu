@@ -107,33 +107,32 @@ __device__ __forceinline__ float pivot_of(unsigned word) {
     return Half2Ops<T>::low_to_float(word);
 }
 
-// A chunk's work for one compute thread: its vectors tid, tid + kCompute, ... below n, K of them at most (K: the
-// warp's count, so the lanes past n in a warp's last vector only skip their stores). The K loads go first and the
-// math runs unconditionally, so the K latency chains interleave (v17e's loop, bounded at run time, ran ~3 vectors a
-// thread a chunk, always one at a time in its remainder).
+// A round of a chunk for one thread of a group of kThreads (`g`: its index in the group): its vectors g, g + kThreads,
+// ... below n, K of them at most (K: the warp's count, so the lanes past n in a warp's last vector only skip their
+// stores). The K loads go first and the math runs unconditionally, so the K latency chains interleave (v17e's loop,
+// bounded at run time, ran ~3 vectors a thread a chunk, always one at a time in its remainder).
 
-// This thread's vectors of the chunk, zeros past n.
-template <int K, int kCompute>
-__device__ __forceinline__ void load_chunk(const uint4* slot, int n, uint4 (&q)[K]) {
+// This thread's vectors of the round, zeros past n.
+template <int K, int kThreads>
+__device__ __forceinline__ void load_round(const uint4* slot, int n, int g, uint4 (&q)[K]) {
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const int v = static_cast<int>(threadIdx.x) + i * kCompute;
+    const int v = g + i * kThreads;
     q[i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
   }
 }
 
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
-template <typename T, int K, int kCompute>
-__device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n, int first, int split, float4 k0,
-                                            float4 k1) {
+template <typename T, int K, int kThreads>
+__device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n, int g, int first, int split,
+                                            float4 k0, float4 k1) {
   using V = Vec<T>;
   constexpr int VE = V::VE;
-  const int tid = threadIdx.x;
   uint4 q[K];
-  load_chunk<K, kCompute>(slot, n, q);
+  load_round<K, kThreads>(slot, n, g, q);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const int v = tid + i * kCompute;
+    const int v = g + i * kThreads;
     const float4 kc = first + v < split ? k0 : k1;
     float f[VE];
     V::unpack(q[i], f);
@@ -148,41 +147,47 @@ __device__ __forceinline__ void apply_chunk(const uint4* slot, uint4* dst, int n
 }
 
 // 16-bit x: the warp's tiles of d = x - pivot (zeros past n) into its tensor-core sums.
-template <typename T, int K, int kCompute>
-__device__ __forceinline__ void tile_chunk(TileSums<T>& tile, const uint4* slot, int n, unsigned piv2) {
+template <typename T, int K, int kThreads>
+__device__ __forceinline__ void tile_round(TileSums<T>& tile, const uint4* slot, int n, int g, unsigned piv2) {
   using H = Half2Ops<T>;
   uint4 q[K];
-  load_chunk<K, kCompute>(slot, n, q);
+  load_round<K, kThreads>(slot, n, g, q);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
-    const bool valid = static_cast<int>(threadIdx.x) + i * kCompute < n;
+    const bool valid = g + i * kThreads < n;
     tile.add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
              valid ? H::sub2(q[i].z, piv2) : 0u, valid ? H::sub2(q[i].w, piv2) : 0u);
   }
 }
 
-// The count K of a warp's vectors a lane in a chunk of n, as a compile-time constant for f.
-template <int kCompute, typename F>
-__device__ __forceinline__ void with_count(int n, F&& f) {
-  const int cnt = (n - (static_cast<int>(threadIdx.x) / 32) * 32 + kCompute - 1) / kCompute;
-  switch (cnt < kHeldUnroll ? cnt : kHeldUnroll) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    default: break;
+// A chunk of n vectors in rounds of at most kHeldUnroll vectors a thread: f(base, m, K) for the round's vectors
+// [base, base + m), K (a compile-time constant) this warp's count of them a lane.
+template <int kThreads, typename F>
+__device__ __forceinline__ void for_rounds(int n, int g, F&& f) {
+  constexpr int kRound = kThreads * kHeldUnroll;
+  for (int base = 0; base < n; base += kRound) {
+    const int m = min(kRound, n - base);
+    const int cnt = (m - (g / 32) * 32 + kThreads - 1) / kThreads;
+    switch (cnt < kHeldUnroll ? cnt : kHeldUnroll) {
+      case 1: f(base, m, std::integral_constant<int, 1>{}); break;
+      case 2: f(base, m, std::integral_constant<int, 2>{}); break;
+      case 3: f(base, m, std::integral_constant<int, 3>{}); break;
+      case 4: f(base, m, std::integral_constant<int, 4>{}); break;
+      default: break;
+    }
   }
 }
 
-template <typename T, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams p, DType wb) {
-  constexpr int kCompute = kWarps * 32;
+template <typename T, int kStat, int kApply>
+__global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(HeldParams p, DType wb) {
+  constexpr int kStatThreads = kStat * 32, kApplyThreads = kApply * 32;
+  constexpr int kCopyWarp = kStat + kApply, kSyncWarp = kCopyWarp + 1;
   using V = Vec<T>;
   constexpr int VE = V::VE;
-  constexpr int kBufs = kHeldMaxLag + 1;
   extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
-  __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready[kBufs], coef_ready, coef_taken;
-  __shared__ float2 wpart[kBufs][kWarps];  // each compute warp's (sum, sum of squares) of x - pivot
+  __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready[kHeldPartBufs],
+      part_free[kHeldPartBufs], coef_ready, coef_taken;
+  __shared__ float2 wpart[kHeldPartBufs][kStat];  // each statistics warp's (sum, sum of squares) of x - pivot
   __shared__ float4 coef[2];  // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -192,20 +197,21 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
   const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
   // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
   const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
-  const int bufs = p.lag + 1;
   if (tid == 0) {
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, kWarps);
+      mbar_init(empty + s, kApply);
     }
-    for (int b = 0; b < bufs; ++b) mbar_init(part_ready + b, kWarps);
+    for (int b = 0; b < kHeldPartBufs; ++b) {
+      mbar_init(part_ready + b, kStat);
+      mbar_init(part_free + b, 1);
+    }
     mbar_init(&coef_ready, 1);
-    mbar_init(&coef_taken, kWarps);
+    mbar_init(&coef_taken, kApply);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // the only CTA-wide barrier
-
-  if (warp == kWarps) {  // copy warp
+  if (warp == kCopyWarp) {
     if (lane != 0) return;
     const uint64_t pol = l2_policy(false, true);  // x is read once, y written once
     const char* x = static_cast<const char*>(p.x);
@@ -267,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     return;
   }
 
-  if (warp == kWarps + 1) {  // sync warp: step t prepares unit t - lag, then publishes unit t's partial
+  if (warp == kSyncWarp) {  // step t prepares unit t - lag, then publishes unit t's partial
     // Preparing first lets it run while the compute warps take unit t's statistics (v17b published first, and the
     // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
     // lag the unit's own partial must go first.
@@ -326,13 +332,15 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
       __syncwarp();
       if (lane == 0) mbar_arrive(&coef_ready);
     };
-    // This CTA's partial of unit t, once every compute warp has left its sums.
+    // This CTA's partial of unit t, once every statistics warp has left its sums.
     auto publish = [&](int t) {
-      const int b = t % bufs;
+      const int b = t % kHeldPartBufs;
       const long long c0 = clk();
-      mbar_wait(part_ready + b, (t / bufs) & 1);
+      mbar_wait(part_ready + b, (t / kHeldPartBufs) & 1);
       w_ready += clk() - c0;
-      float2 a = lane < kWarps ? wpart[b][lane] : make_float2(0.f, 0.f);
+      float2 a = lane < kStat ? wpart[b][lane] : make_float2(0.f, 0.f);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(part_free + b);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
@@ -357,18 +365,17 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     return;
   }
 
-  // Compute warps: step t takes the statistics of unit t, then the apply of unit t - lag.
-  uint4* y = static_cast<uint4*>(p.y);
-  Slot st, ap;  // ring positions of the next statistics chunk and the next apply chunk
-  unsigned word_next = unit_word(p.x, 0, p.group_vecs);
-  long long w_full = 0, t_stats = 0, w_coef = 0, t_apply = 0;
-  const long long k_start = clk();
-  for (int t = 0; t < p.units + p.lag; ++t) {
-    if (t < p.units) {
-      // Statistics: sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
+  if (warp < kStat) {  // statistics of unit t, as soon as its chunks land
+    Slot st;
+    unsigned word_next = unit_word(p.x, 0, p.group_vecs);
+    long long w_full = 0, t_stats = 0;
+    const long long k_start = clk();
+    for (int t = 0; t < p.units; ++t) {
+      // Sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
       // cancellation), loaded a unit ahead.
       const unsigned word = word_next;
       if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
+      const long long s0 = clk();
       float s1 = 0.f, s2 = 0.f;
       if constexpr (std::is_same<T, float>::value) {
         const float piv = __uint_as_float(word);
@@ -376,10 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
           mbar_wait(full + st.s, st.phase);
           const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-#pragma unroll
-          for (int i = 0; i < kHeldUnroll; ++i) {
-            const int v = tid + i * kCompute;
-            if (v >= n) break;
+          for (int v = tid; v < n; v += kStatThreads) {
             float f[VE];
             V::unpack(slot[v], f);
 #pragma unroll
@@ -402,29 +406,45 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
         // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
         const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
         TileSums<T> tile;
-        const long long s0 = clk();
         for (int k = 0; k < chunks; ++k) {
           const long long c0 = clk();
           mbar_wait(full + st.s, st.phase);
           w_full += clk() - c0;
           const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          with_count<kCompute>(n, [&](auto k) { tile_chunk<T, decltype(k)::value, kCompute>(tile, slot, n, piv2); });
+          for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
+            tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
+          });
           st.next(p.ring_slots);
         }
         const float2 sq = tile.take();
-        t_stats += clk() - s0;
         s1 = sq.x;
         s2 = sq.y;
       }
+      t_stats += clk() - s0;
       if (lane == 0) {
-        const int b = t % bufs;
+        const int b = t % kHeldPartBufs;
+        mbar_wait(part_free + b, ((t / kHeldPartBufs) & 1) ^ 1u);  // the sync warp has read the buffer's last unit
         wpart[b][warp] = make_float2(s1, s2);
         mbar_arrive(part_ready + b);
       }
     }
-    const int u = t - p.lag;
-    if (u < 0) continue;
+    if (p.trace && tid == 0) {
+      p.trace[blockIdx.x * 10 + 0] = w_full;
+      p.trace[blockIdx.x * 10 + 1] = t_stats;
+      p.trace[blockIdx.x * 10 + 8] = clk() - k_start;
+    }
+    return;
+  }
+
+  // Apply warps: unit u once its coefficients are in, from the slots the statistics read, releasing each once every
+  // apply warp is done with it: y stored to global memory, or (p.tma_store) written back into the slot for the copy
+  // warp to store with TMA.
+  const int g = tid - kStatThreads;
+  uint4* y = static_cast<uint4*>(p.y);
+  Slot ap;
+  long long w_coef = 0, t_apply = 0;
+  for (int u = 0; u < p.units; ++u) {
     const long long a0 = clk();
     mbar_wait(&coef_ready, u & 1);
     const long long a1 = clk();
@@ -432,16 +452,17 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
-    // Apply from the slots the statistics read, releasing each once every warp is done with it: y stored to global
-    // memory, or (p.tma_store) written back into the slot for the copy warp to store with TMA.
     uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
     for (int k = 0; k < chunks; ++k) {
+      mbar_wait(full + ap.s, ap.phase);  // long complete (the statistics waited on it): orders the TMA's writes
       uint4* slot = ring + ap.s * p.chunk_vecs;
-      const int base = k * p.chunk_vecs;
-      const int n = min(p.chunk_vecs, len - base);
-      uint4* out = p.tma_store ? slot : dst + base;
-      with_count<kCompute>(
-          n, [&](auto k) { apply_chunk<T, decltype(k)::value, kCompute>(slot, out, n, base, split, k0, k1); });
+      const int first = k * p.chunk_vecs;
+      const int n = min(p.chunk_vecs, len - first);
+      uint4* out = p.tma_store ? slot : dst + first;
+      for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
+        apply_round<T, decltype(kk)::value, kApplyThreads>(slot + base, out + base, m, g, first + base, split, k0,
+                                                           k1);
+      });
       if (p.tma_store) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA store
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
@@ -449,28 +470,26 @@ __global__ void __launch_bounds__(kWarps * 32 + 64, 1) gn_held_kernel(HeldParams
     }
     t_apply += clk() - a1;
   }
-  if (p.trace && tid == 0) {
-    p.trace[blockIdx.x * 10 + 0] = w_full;
-    p.trace[blockIdx.x * 10 + 1] = t_stats;
+  if (p.trace && g == 0) {
     p.trace[blockIdx.x * 10 + 2] = w_coef;
     p.trace[blockIdx.x * 10 + 3] = t_apply;
-    p.trace[blockIdx.x * 10 + 8] = clk() - k_start;
   }
 }
 
-template <typename T, int kWarps>
+template <typename T, int kStat, int kApply>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
   static size_t opted[64] = {};
-  return launch_grid(gn_held_kernel<T, kWarps>, opted, p.ctas, kWarps * 32 + 64,
+  return launch_grid(gn_held_kernel<T, kStat, kApply>, opted, p.ctas, (kStat + kApply) * 32 + 64,
                      static_cast<size_t>(p.ring_slots) * p.chunk_vecs * 16, true, stream, p, wb);
 }
 
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
+  if (p.stat_warps == 8) return launch_held_typed<T, 8, 12>(p, wb, stream);
   switch (p.warps) {
-    case 8: return launch_held_typed<T, 8>(p, wb, stream);
-    case 12: return launch_held_typed<T, 12>(p, wb, stream);
-    default: return launch_held_typed<T, 16>(p, wb, stream);
+    case 8: return launch_held_typed<T, 4, 8>(p, wb, stream);
+    case 12: return launch_held_typed<T, 4, 12>(p, wb, stream);
+    default: return launch_held_typed<T, 4, 16>(p, wb, stream);
   }
 }
 

@@ -94,16 +94,18 @@ struct HeldParams : GroupCall {
   int chunk_vecs;
   int ring_slots;
   int lag;
-  int warps;               // compute warps: 8, 12 or 16
-  int tma_store;
-  unsigned long long* trace;  // experiment: [ctas][10] cycle totals per role, or null           // 1: y written back into the ring and stored by TMA; 0: stored by the compute warps
+  int warps;               // apply warps: 8, 12 or 16
+  int stat_warps;          // statistics warps: 4 (with 8, 12 or 16 apply warps) or 8 (with 12)
+  int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the apply warps
+  unsigned long long* trace;  // experiment: [ctas][10] cycle totals per role, or null
 };
 
-// Compute warps per CTA: 8, 12 or 16 (instantiations), and a copy warp and a sync warp.
+// Statistics and apply warps per CTA (instantiations as above), and a copy warp and a sync warp.
 constexpr int kHeldMaxSlots = 64;
 constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
 constexpr int kHeldMaxLag = 7;
-constexpr int kHeldUnroll = 4;                   // a chunk is at most this many vectors per compute thread
+constexpr int kHeldUnroll = 4;                   // vectors per thread in a round of a chunk
+constexpr int kHeldPartBufs = 8;                 // units of warp partials the statistics may run ahead of the sync warp
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
