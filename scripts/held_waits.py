@@ -17,6 +17,9 @@ NAMES = ["wait_full", "stats", "wait_coef", "apply", "copy_wait_empty", "sync_sp
 task = Task.load("group_norm_silu")
 sol = task.load_solution()
 m = sys.modules[sol.__name__ + ".group_norm_silu"]
+for kv in sys.argv[3:]:  # NAME=value overrides of the module's knobs, e.g. _HELD_HALF_EXP=True
+    name, value = kv.split("=", 1)
+    setattr(m, name, eval(value))
 res = {}
 for rid in sys.argv[1].split(","):
     row, inp, ref, specs, out = row_case(task, rid)

@@ -126,6 +126,7 @@ _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, 
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
 _HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations)
 _HELD_STAT_WARPS = 4               # statistics warps per CTA: 4, or 8 with 12 apply warps
+_HELD_HALF_EXP = False             # v19: the sigmoid's exponential in half precision (ex2.approx.f16x2)
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
 # (compute warps, TMA stores) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): 12 warps and TMA
 # stores ran 6% faster there in both orders (ee641b2-tma-store.json, ee641b2-tma-store-rev.json), even or slower on
@@ -760,8 +761,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, stat_warps, tma_store) for the held kernel, or
-    None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, stat_warps, tma_store, half_exp) for the held
+    kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -791,7 +792,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         chunks, chunk_vecs, ring_slots, lag = geometry(warps)
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, _HELD_STAT_WARPS, int(tma_store)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, _HELD_STAT_WARPS, int(tma_store), \
+        int(_HELD_HALF_EXP)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -160,12 +160,12 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
 }
 
 // v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps,
-// stat_warps, tma_store).
+// stat_warps, tma_store, half_exp).
 // Returns false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
 bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
               const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
               int64_t chunk_vecs, int64_t ring_slots, int64_t lag, int64_t warps, int64_t stat_warps,
-              int64_t tma_store, int64_t trace) {
+              int64_t tma_store, int64_t half_exp, int64_t trace) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -204,6 +204,7 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.warps = static_cast<int>(warps);
   p.stat_warps = static_cast<int>(stat_warps);
   p.tma_store = tma_store != 0;
+  p.half_exp = half_exp != 0;
   p.trace = reinterpret_cast<unsigned long long*>(trace);
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back

@@ -123,7 +123,8 @@ __device__ __forceinline__ void load_round(const uint4* slot, int n, int g, uint
 }
 
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
-template <typename T, int K, int kThreads>
+// kHalfExp: the sigmoid's 2^(-z log2 e) two at a time in half precision (one SFU op per two elements, not one each).
+template <typename T, int K, int kThreads, bool kHalfExp>
 __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n, int g, int first, int split,
                                             float4 k0, float4 k1) {
   using V = Vec<T>;
@@ -136,26 +137,35 @@ __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n
     const float4 kc = first + v < split ? k0 : k1;
     float f[VE];
     V::unpack(q[i], f);
+    if constexpr (kHalfExp) {
 #pragma unroll
-    for (int e = 0; e < VE; ++e) {
-      // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
-      const float z = fmaf(f[e], kc.x, kc.y);
-      f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+      for (int e = 0; e < VE; e += 2) {
+        const float2 ex = ex2_approx_h2(fmaf(f[e], kc.z, kc.w), fmaf(f[e + 1], kc.z, kc.w));
+        f[e] = fmaf(f[e], kc.x, kc.y) * rcp_approx(1.f + ex.x);
+        f[e + 1] = fmaf(f[e + 1], kc.x, kc.y) * rcp_approx(1.f + ex.y);
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < VE; ++e) {
+        // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
+        const float z = fmaf(f[e], kc.x, kc.y);
+        f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+      }
     }
     if (v < n) dst[v] = V::pack(f);
   }
 }
 
-// 16-bit x: the warp's tiles of d = x - pivot (zeros past n) into its tensor-core sums.
+// 16-bit x: the warp's tiles of d = x - pivot (zeros past n) into its tensor-core sums, alternate tiles into two sets.
 template <typename T, int K, int kThreads>
-__device__ __forceinline__ void tile_round(TileSums<T>& tile, const uint4* slot, int n, int g, unsigned piv2) {
+__device__ __forceinline__ void tile_round(TileSums<T> (&tile)[2], const uint4* slot, int n, int g, unsigned piv2) {
   using H = Half2Ops<T>;
   uint4 q[K];
   load_round<K, kThreads>(slot, n, g, q);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     const bool valid = g + i * kThreads < n;
-    tile.add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
+    tile[i & 1].add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
              valid ? H::sub2(q[i].z, piv2) : 0u, valid ? H::sub2(q[i].w, piv2) : 0u);
   }
 }
@@ -405,7 +415,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
         // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
         // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
         const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
-        TileSums<T> tile;
+        TileSums<T> tile[2];
         for (int k = 0; k < chunks; ++k) {
           const long long c0 = clk();
           mbar_wait(full + st.s, st.phase);
@@ -417,7 +427,9 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
           });
           st.next(p.ring_slots);
         }
-        const float2 sq = tile.take();
+        tile[0].merge(tile[1]);
+        const float2 sq = tile[0].take();
+        tile[1] = TileSums<T>();
         s1 = sq.x;
         s2 = sq.y;
       }
@@ -459,10 +471,16 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
       const int first = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - first);
       uint4* out = p.tma_store ? slot : dst + first;
-      for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
-        apply_round<T, decltype(kk)::value, kApplyThreads>(slot + base, out + base, m, g, first + base, split, k0,
-                                                           k1);
-      });
+      if (p.half_exp)
+        for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
+          apply_round<T, decltype(kk)::value, kApplyThreads, true>(slot + base, out + base, m, g, first + base, split,
+                                                                   k0, k1);
+        });
+      else
+        for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
+          apply_round<T, decltype(kk)::value, kApplyThreads, false>(slot + base, out + base, m, g, first + base,
+                                                                    split, k0, k1);
+        });
       if (p.tma_store) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA store
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
