@@ -233,6 +233,7 @@ def _group_norm_layouts():
     out["held_s8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8}
     out["held_no_lag_w16"] = {"_HELD": True, "_HELD_NO_LAG": (16, True)}
     out["held_half_exp"] = {"_HELD": True, "_HELD_HALF_EXP": True}
+    out.update({f"held_ablate{v}": {"_HELD": True, "_HELD_ABLATE": v} for v in (1, 2, 3)})
     out["held_half_exp_w8"] = {"_HELD": True, "_HELD_HALF_EXP": True, "_HELD_WARPS": 8}
     # v18: y written back into the ring and stored with TMA by the copy warp
     out["held_tma_store"] = {"_HELD": True, "_HELD_TMA_STORE": True}

@@ -132,6 +132,7 @@ _HELD_TMA_STORE = False            # v18: y written back into the ring and store
 # stores ran 6% faster there in both orders (ee641b2-tma-store.json, ee641b2-tma-store-rev.json), even or slower on
 # the rows with a lag; the bench at d8e30c1 did not show the 6% on that row (ledger L0066)
 _HELD_NO_LAG = (12, True)
+_HELD_ABLATE = 0                   # experiment: 1 apply without math, 2 statistics without math
 _HELD_TRACE = None                 # experiment: an int64 CUDA tensor [ctas, 10], cycle totals per role
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
@@ -1081,7 +1082,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         plan = _plans[key] = plan[2]  # refused: this GPU (share) holds fewer programs than at plan time
     elif plan[0] == "held":
         if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1],
-                                _HELD_TRACE.data_ptr() if _HELD_TRACE is not None else 0):
+                                (_HELD_TRACE.data_ptr() if _HELD_TRACE is not None else 0) | (_HELD_ABLATE << 56)):
             return out
         plan = plan[2]  # not 16-byte aligned, or the driver refused the grid
     elif plan[0] == "stream":

@@ -205,7 +205,9 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.stat_warps = static_cast<int>(stat_warps);
   p.tma_store = tma_store != 0;
   p.half_exp = half_exp != 0;
-  p.trace = reinterpret_cast<unsigned long long*>(trace);
+  p.ablate = static_cast<int>(trace >> 56);
+  trace &= (int64_t{1} << 56) - 1;
+  p.trace = reinterpret_cast<unsigned long long*>(trace);  // after its top byte went to p.ablate
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back
     (void)cudaGetLastError();

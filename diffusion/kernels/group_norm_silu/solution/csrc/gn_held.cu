@@ -422,9 +422,10 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
           w_full += clk() - c0;
           const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
-            tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
-          });
+          if (!(p.ablate & 2))
+            for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
+              tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
+            });
           st.next(p.ring_slots);
         }
         tile[0].merge(tile[1]);
@@ -471,7 +472,9 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
       const int first = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - first);
       uint4* out = p.tma_store ? slot : dst + first;
-      if (p.half_exp)
+      if (p.ablate & 1) {
+        for (int v = g; v < n; v += kApplyThreads) out[v] = slot[v];
+      } else if (p.half_exp)
         for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
           apply_round<T, decltype(kk)::value, kApplyThreads, true>(slot + base, out + base, m, g, first + base, split,
                                                                    k0, k1);
