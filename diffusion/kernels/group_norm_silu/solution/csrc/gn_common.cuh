@@ -74,6 +74,21 @@ template <> struct Vec<float> {
   }
 };
 
+// p[i]'s bits (16 or 32 of them), for bits_to_float to convert where the value is needed: a load issued ahead of its
+// use is then not waited for where it is issued.
+__device__ __forceinline__ unsigned load_bits(const void* p, int i, DType t) {
+  if (t == DType::kFP32) return __ldg(static_cast<const unsigned*>(p) + i);
+  return __ldg(static_cast<const unsigned short*>(p) + i);
+}
+
+__device__ __forceinline__ float bits_to_float(unsigned v, DType t) {
+  switch (t) {
+    case DType::kFP16: return __half2float(__ushort_as_half(static_cast<unsigned short>(v)));
+    case DType::kBF16: return __uint_as_float(v << 16);
+    default: return __uint_as_float(v);
+  }
+}
+
 __device__ __forceinline__ float to_float(const void* p, int i, DType t) {
   switch (t) {
     case DType::kFP16: return __half2float(static_cast<const __half*>(p)[i]);

@@ -289,18 +289,30 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
     // lag the unit's own partial must go first.
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
     long long w_spin = 0, w_ready = 0, w_taken = 0;
-    // The grid's statistics of unit u into the coefficients of this CTA's channels.
-    auto prepare = [&](int u) {
-      // this lane's channel's weight and bias (lanes 0, 1: the slice's channels in the group) and the unit's
-      // pivot, loaded alongside the partials
-      float wv = 1.f, bv = 0.f;
-      const int cl = c_first + lane;
-      if (lane < 2 && cl < p.cpg) {
+    // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
+    // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same
+    // step (v17-v19), each was a global-memory round trip that every apply warp of the grid waited on: the sync warp
+    // spent about two thirds of its time outside its waits (the v19 wait totals with the math ablated).
+    struct Ahead {
+      unsigned w, b, word;
+    };
+    const int cl = c_first + lane;
+    const bool has_channel = lane < 2 && cl < p.cpg;
+    auto fetch = [&](int u) {
+      Ahead a{0u, 0u, 0u};
+      if (u < p.units) {
+        a.word = unit_word(p.x, u, p.group_vecs);
         const int c = (u % p.groups) * p.cpg + cl;
-        if (p.w) wv = to_float(p.w, c, wb);
-        if (p.b) bv = to_float(p.b, c, wb);
+        if (has_channel && p.w) a.w = load_bits(p.w, c, wb);
+        if (has_channel && p.b) a.b = load_bits(p.b, c, wb);
       }
-      const float piv = pivot_of<T>(unit_word(p.x, u, p.group_vecs));
+      return a;
+    };
+    Ahead next = fetch(0);
+    // The grid's statistics of unit u into the coefficients of this CTA's channels (u = 0, 1, ... in turn).
+    auto prepare = [&](int u) {
+      const Ahead cur = next;
+      next = fetch(u + 1);
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
       const long long c0 = clk();
@@ -329,6 +341,9 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
         s1 += __shfl_xor_sync(0xffffffffu, s1, o);
         s2 += __shfl_xor_sync(0xffffffffu, s2, o);
       }
+      const float wv = has_channel && p.w ? bits_to_float(cur.w, wb) : 1.f;
+      const float bv = has_channel && p.b ? bits_to_float(cur.b, wb) : 0.f;
+      const float piv = pivot_of<T>(cur.word);
       const float md = s1 / count;  // mean - pivot
       const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
       const long long c1 = clk();
