@@ -189,9 +189,9 @@ __device__ __forceinline__ void for_rounds(int n, int g, F&& f) {
 }
 
 template <typename T, int kStat, int kApply>
-__global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(HeldParams p, DType wb) {
+__global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(HeldParams p, DType wb) {
   constexpr int kStatThreads = kStat * 32, kApplyThreads = kApply * 32;
-  constexpr int kCopyWarp = kStat + kApply, kSyncWarp = kCopyWarp + 1;
+  constexpr int kCopyWarp = kStat + kApply, kSyncWarp = kCopyWarp + 1, kPubWarp = kSyncWarp + 1;
   using V = Vec<T>;
   constexpr int VE = V::VE;
   extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
     return;
   }
 
-  if (warp == kSyncWarp) {  // step t prepares unit t - lag, then publishes unit t's partial
+  if (warp == kSyncWarp || warp == kPubWarp) {  // the grid's exchange: one warp prepares, one publishes
     // Preparing first lets it run while the compute warps take unit t's statistics (v17b published first, and the
     // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
     // lag the unit's own partial must go first.
@@ -373,18 +373,17 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
       }
       if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
     };
-    for (int t = 0; t < p.units + p.lag; ++t) {
-      if (p.lag == 0) {  // a unit's own partial first: its exchange waits for it
-        publish(t);
-        prepare(t);
-        continue;
-      }
-      if (t >= p.lag) prepare(t - p.lag);
-      if (t < p.units) publish(t);
+    // Each on its own warp, so that a unit's partial goes out as soon as the CTA has it, whatever the unit the grid
+    // is still exchanging (v17c-v19c ran both on one warp, preparing unit t - lag before publishing unit t: a CTA
+    // waiting on the grid's slowest partial of unit t - lag held back its own of unit t).
+    if (warp == kPubWarp) {
+      for (int t = 0; t < p.units; ++t) publish(t);
+      if (p.trace && lane == 0) p.trace[blockIdx.x * 10 + 6] = w_ready;
+      return;
     }
+    for (int u = 0; u < p.units; ++u) prepare(u);
     if (p.trace && lane == 0) {
       p.trace[blockIdx.x * 10 + 5] = w_spin;
-      p.trace[blockIdx.x * 10 + 6] = w_ready;
       p.trace[blockIdx.x * 10 + 7] = w_taken;
     }
     return;
@@ -515,7 +514,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 64, 1) gn_held_kernel(
 template <typename T, int kStat, int kApply>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
   static size_t opted[64] = {};
-  return launch_grid(gn_held_kernel<T, kStat, kApply>, opted, p.ctas, (kStat + kApply) * 32 + 64,
+  return launch_grid(gn_held_kernel<T, kStat, kApply>, opted, p.ctas, (kStat + kApply) * 32 + 96,
                      static_cast<size_t>(p.ring_slots) * p.chunk_vecs * 16, true, stream, p, wb);
 }
 
