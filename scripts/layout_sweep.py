@@ -231,6 +231,7 @@ def _group_norm_layouts():
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
     out["held_s8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8}
+    out["held_s8_w8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8, "_HELD_WARPS": 8}
     out["held_no_lag_w16"] = {"_HELD": True, "_HELD_NO_LAG": (16, True)}
     out["held_half_exp"] = {"_HELD": True, "_HELD_HALF_EXP": True}
     out.update({f"held_ablate{v}": {"_HELD": True, "_HELD_ABLATE": v} for v in (1, 2, 3)})

@@ -178,7 +178,7 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
                         chunks * chunk_vecs >= slice_vecs && lag >= 0 && lag <= kda_gn::kHeldMaxLag &&
                         ring_slots >= (lag + 1) * chunks && ring_slots <= kda_gn::kHeldMaxSlots &&
                         B * groups * group_vecs < (int64_t{1} << 40) && group_vecs < (int64_t{1} << 31) &&
-                        (stat_warps == 4 ? (warps == 8 || warps == 12 || warps == 16) : stat_warps == 8 && warps == 12),
+                        (stat_warps == 4 ? (warps == 8 || warps == 12 || warps == 16) : stat_warps == 8 && (warps == 8 || warps == 12)),
                     "group_norm_silu: inconsistent held plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
                     chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ", lag ", lag, ", warps ", warps,
                     ", stat_warps ", stat_warps, ")");

@@ -520,7 +520,8 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
 
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
-  if (p.stat_warps == 8) return launch_held_typed<T, 8, 12>(p, wb, stream);
+  if (p.stat_warps == 8)
+    return p.warps == 8 ? launch_held_typed<T, 8, 8>(p, wb, stream) : launch_held_typed<T, 8, 12>(p, wb, stream);
   switch (p.warps) {
     case 8: return launch_held_typed<T, 4, 8>(p, wb, stream);
     case 12: return launch_held_typed<T, 4, 12>(p, wb, stream);

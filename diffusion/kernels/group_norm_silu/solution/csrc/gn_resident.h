@@ -95,7 +95,7 @@ struct HeldParams : GroupCall {
   int ring_slots;
   int lag;
   int warps;               // apply warps: 8, 12 or 16
-  int stat_warps;          // statistics warps: 4 (with 8, 12 or 16 apply warps) or 8 (with 12)
+  int stat_warps;          // statistics warps: 4 (with 8, 12 or 16 apply warps) or 8 (with 8 or 12)
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the apply warps
   int ablate;              // experiment: 1 apply without math, 2 statistics without math
   int half_exp;            // 1: the sigmoid's exponential in half precision, two elements an SFU op
