@@ -833,6 +833,22 @@ def _team_counters(device, units):
 _counters = {}
 
 
+def _held_epoch(device):
+    """The held kernel's epoch (one int32 per device, zeroed once by a kernel of this module): each call reads it and
+    advances it, so every run of a call, a CUDA graph's replays included, tags its partials apart (csrc/gn_resident.h,
+    HeldParams)."""
+    key = device.index if device.type == "cuda" else -1
+    buf = _epochs.get(key)
+    if buf is None:
+        buf = torch.empty(1, dtype=torch.int32, device=device)
+        _launch_zero((1, 1, 1), (buf,), (1,), (), (1024,), 4)
+        _epochs[key] = buf
+    return buf
+
+
+_epochs = {}
+
+
 def team_launch(x, weight, bias, G, tp):
     """(launch plan, units, partials) of the team kernel for one input signature and tp = team_plan(...): built
     once per signature with the other plans, so a call only allocates the partials and launches."""
@@ -1081,7 +1097,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
             return out
         plan = _plans[key] = plan[2]  # refused: this GPU (share) holds fewer programs than at plan time
     elif plan[0] == "held":
-        if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1],
+        if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1], _held_epoch(x.device),
                                 (_HELD_TRACE.data_ptr() if _HELD_TRACE is not None else 0) | (_HELD_ABLATE << 56)):
             return out
         plan = plan[2]  # not 16-byte aligned, or the driver refused the grid

@@ -165,7 +165,7 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
 bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
               const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
               int64_t chunk_vecs, int64_t ring_slots, int64_t lag, int64_t warps, int64_t stat_warps,
-              int64_t tma_store, int64_t half_exp, int64_t trace) {
+              int64_t tma_store, int64_t half_exp, const at::Tensor& epoch, int64_t trace) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -185,16 +185,15 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
-  // The partials, [units][ctas] of 16 bytes, need no zeroing: each call's are told apart by its tag. Tags start
-  // from a clock so that another process's leftovers in the same memory carry other ones.
-  static std::atomic<unsigned> next_tag{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  unsigned tag = next_tag.fetch_add(1);
-  if (tag == 0) tag = next_tag.fetch_add(1);
+  // The partials, [units][ctas] of 16 bytes, need no zeroing: each call's are told apart by its tag (HeldParams).
+  // Salts start from a clock so that another process's leftovers in the same memory carry other tags.
+  static std::atomic<unsigned> next_salt{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
   at::Tensor ws = at::empty({4 * units * ctas}, x.options().dtype(at::kFloat));
   kda_gn::HeldParams p;
   set_call(p, x, out, call, groups, eps);
   p.partials = reinterpret_cast<uint4*>(ws.data_ptr<float>());
-  p.tag = tag;
+  p.salt = next_salt.fetch_add(1);
+  p.epoch = reinterpret_cast<unsigned*>(epoch.data_ptr<int>());
   p.ctas = static_cast<int>(ctas);
   p.slice_vecs = static_cast<int>(slice_vecs);
   p.chunks = static_cast<int>(chunks);

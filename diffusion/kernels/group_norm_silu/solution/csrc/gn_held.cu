@@ -199,6 +199,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       part_free[kHeldPartBufs], coef_ready, coef_taken;
   __shared__ float2 wpart[kHeldPartBufs][kStat];  // each statistics warp's (sum, sum of squares) of x - pivot
   __shared__ float4 coef[2];  // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
+  __shared__ unsigned epoch_now;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int lo = blockIdx.x * p.slice_vecs;
@@ -219,8 +220,10 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     mbar_init(&coef_ready, 1);
     mbar_init(&coef_taken, kApply);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    epoch_now = *static_cast<volatile unsigned*>(p.epoch);
   }
   __syncthreads();  // the only CTA-wide barrier
+  const unsigned tag = ((p.salt + epoch_now) << 1) | 1u;
   if (warp == kCopyWarp) {
     if (lane != 0) return;
     const uint64_t pol = l2_policy(false, true);  // x is read once, y written once
@@ -322,8 +325,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 #pragma unroll
         for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
           const int i = lane + 32 * j;
-          pv[j] = i < p.ctas ? load_partial(pu + i) : make_uint4(0u, p.tag, 0u, p.tag);
-          ok = ok && pv[j].y == p.tag && pv[j].w == p.tag;
+          pv[j] = i < p.ctas ? load_partial(pu + i) : make_uint4(0u, tag, 0u, tag);
+          ok = ok && pv[j].y == tag && pv[j].w == tag;
         }
         if (__all_sync(0xffffffffu, ok)) {
 #pragma unroll
@@ -371,7 +374,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
         a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
       }
-      if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, p.tag);
+      if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
     };
     // Each on its own warp, so that a unit's partial goes out as soon as the CTA has it, whatever the unit the grid
     // is still exchanging (v17c-v19c ran both on one warp, preparing unit t - lag before publishing unit t: a CTA
@@ -382,6 +385,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       return;
     }
     for (int u = 0; u < p.units; ++u) prepare(u);
+    // Every CTA has published the last unit's partial, so every CTA has read the epoch: the next call gets another.
+    if (blockIdx.x == 0 && lane == 0) *static_cast<volatile unsigned*>(p.epoch) = epoch_now + 1u;
     if (p.trace && lane == 0) {
       p.trace[blockIdx.x * 10 + 5] = w_spin;
       p.trace[blockIdx.x * 10 + 7] = w_taken;

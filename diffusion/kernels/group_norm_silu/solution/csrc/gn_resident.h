@@ -87,7 +87,12 @@ cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 struct HeldParams : GroupCall {
   uint4* partials;         // [units][ctas]: {s1, tag, s2, tag}: sums of x - pivot (the unit's first element) and of
                            // their squares over each CTA's slice (floats as bits)
-  unsigned tag;            // this call's tag, never 0 and unlike the last calls': a partial is there when its tags are
+  // A call's partials carry its tag, ((salt + epoch) << 1) | 1 (never 0): `salt` from the host call (unlike another
+  // process's leftovers in the same memory), `epoch` read from device memory when the kernel starts and advanced by
+  // CTA 0 once every CTA has read it (each has published a partial of the last unit). A tag from the host alone is
+  // frozen into a CUDA graph: each replay found its last replay's partials in the same memory, under its own tag.
+  unsigned salt;
+  unsigned* epoch;
   int ctas;
   int slice_vecs;
   int chunks;
