@@ -233,6 +233,8 @@ def _group_norm_layouts():
     out["held_s8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8}
     out["held_s8_w8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8, "_HELD_WARPS": 8}
     out["held_no_lag_w16"] = {"_HELD": True, "_HELD_NO_LAG": (16, True)}
+    out["held_no_lag_ld"] = {"_HELD": True, "_HELD_NO_LAG": (12, False)}
+    out["held_no_lag_ld_c1024"] = {"_HELD": True, "_HELD_NO_LAG": (12, False), "_HELD_CHUNK_VECS": 1024}
     out["held_half_exp"] = {"_HELD": True, "_HELD_HALF_EXP": True}
     out.update({f"held_ablate{v}": {"_HELD": True, "_HELD_ABLATE": v} for v in (1, 2, 3)})
     out["held_half_exp_w8"] = {"_HELD": True, "_HELD_HALF_EXP": True, "_HELD_WARPS": 8}
