@@ -223,24 +223,16 @@ def _group_norm_layouts():
     # v13 (the pipeline of launches; 357b32e-pipe.json, c87f101-pipe-pdl.json) is gone with its knobs
     # v14 (the split pass chunk by chunk; d3713f0-chunks.json) is gone with its knobs
     # v17: the held kernel (one unit at a time held across the whole grid in TMA-filled rings), at its defaults, at
-    # other lags (units between a unit's statistics and its apply), at copies of 16 and 64 KB (default 32), at 8, 12
-    # and 16 apply warps (default 12) and at 8 statistics warps (default 4)
+    # other lags (units of ring a unit's statistics may run ahead of its apply), at copies of 16 and 64 KB (default
+    # 32), and at 8, 12 and 16 apply warps (default 12; v19's statistics warps are four); the split path it replaced
     out["held"] = {"_HELD": True}
     out["split"] = {"_HELD": False}
     out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
-    out["held_s8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8}
-    out["held_s8_w8"] = {"_HELD": True, "_HELD_STAT_WARPS": 8, "_HELD_WARPS": 8}
-    out["held_no_lag_w16"] = {"_HELD": True, "_HELD_NO_LAG": (16, True)}
-    out["held_no_lag_ld"] = {"_HELD": True, "_HELD_NO_LAG": (12, False)}
-    out["held_no_lag_ld_c1024"] = {"_HELD": True, "_HELD_NO_LAG": (12, False), "_HELD_CHUNK_VECS": 1024}
-    out["held_half_exp"] = {"_HELD": True, "_HELD_HALF_EXP": True}
-    out.update({f"held_ablate{v}": {"_HELD": True, "_HELD_ABLATE": v} for v in (1, 2, 3)})
-    out["held_half_exp_w8"] = {"_HELD": True, "_HELD_HALF_EXP": True, "_HELD_WARPS": 8}
-    # v18: y written back into the ring and stored with TMA by the copy warp
+    # v18: y written back into the ring and stored with TMA by the copy warp; the no-lag row as v18 ran it
     out["held_tma_store"] = {"_HELD": True, "_HELD_TMA_STORE": True}
-    out["held_tma_store_w12"] = {"_HELD": True, "_HELD_TMA_STORE": True, "_HELD_WARPS": 12}
+    out["held_no_lag_v18"] = {"_HELD": True, "_HELD_NO_LAG": (12, True, 2048)}
     return m, out
 
 

@@ -44,14 +44,14 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     assert plan is not None
     ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store = plan
     assert tma_store in (0, 1)
-    assert warps in (8, 12, 16)  # the kernel's instantiations
+    assert warps in (8, 12, 16)  # the kernel's instantiations of apply warps
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
     assert ctas <= SMS  # one CTA per SM, all resident (the grid waits for itself)
     assert (ctas - 1) * slice_vecs < group_vecs <= ctas * slice_vecs  # covered, and no CTA without a slice
     assert slice_vecs % 32 == 0  # every copy starts on a 512-byte boundary
     assert slice_vecs <= channel_vecs  # a slice spans at most two channels (the kernel keeps two coefficients)
     assert (chunks - 1) * chunk_vecs < slice_vecs <= chunks * chunk_vecs <= chunks * IMPL._HELD_CHUNK_VECS
-    assert chunk_vecs <= warps * 32 * IMPL._HELD_UNROLL  # the kernel's unrolled vectors per compute thread
+    assert chunk_vecs <= warps * 32 * IMPL._HELD_UNROLL  # one unrolled round of the apply warps a chunk
     assert 0 <= lag <= min(IMPL._HELD_LAG, IMPL._HELD_MAX_LAG)
     # lag + 1 slices held (fewer would never free the slot the next copy waits for), and copies in flight; a lag
     # one larger would not leave them
@@ -61,18 +61,18 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
 
 
 def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
-    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple). At 16 warps, five
-    # copies of 1696 vectors (26.5 KB) and 8 slots: too few for a second slice. So 12 warps with TMA stores: six
-    # copies of 1408 vectors (22 KB; at most 4 a thread of 12 warps), 10 slots, still no lag
-    assert IMPL._HELD_WARPS == 16 and IMPL._HELD_NO_LAG == (12, True)
+    # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple). At 12 apply warps,
+    # six copies of 1408 vectors (22 KB; a round of 4 a thread) and 10 slots: too few for a second slice. So as
+    # _HELD_NO_LAG says: 12 apply warps, plain stores, copies of at most 1024 vectors: nine of 960 (15 KB), 14 slots
+    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 1024)
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan == (132, 8448, 6, 1408, 10, 0, 12, 1)
+    assert plan == (132, 8448, 9, 960, 14, 0, 12, 0)
 
 
 def test_a_4_7_mb_group_takes_the_default_lag():
     # c512 t9 128x128: 2240 vectors a CTA in two copies of 1120; 12 slots hold the lag's three slices and more
     plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
-    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 16, 0)
+    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():
@@ -86,7 +86,7 @@ def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span
 
 
 def test_held_kernel_compiles_for_hopper_without_spills(hopper_build):
-    # the held kernel for fp16, bf16 and fp32 at 8, 12 and 16 compute warps
+    # the held kernel for fp16, bf16 and fp32 at 8, 12 and 16 apply warps
     assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 9
 
 
@@ -103,3 +103,14 @@ def test_rows_below_the_size_floor_keep_the_split_path():
     # 85 MB and 72 MB contiguous rows: the held kernel ran even with or behind the split path (956b206-held.json)
     small = {r.id for r in HELD_ROWS if r.id in ("hyvae_c128_t17_256x80_contig", "hyvae_c256_t9_128x128_contig")}
     assert len(small) == 2 and not small & {r.id for r in TAKEN}
+
+
+def test_the_held_epoch_is_one_zeroed_int32_per_device_made_once(monkeypatch):
+    # every call reads and advances the device's epoch (graph replays included), so it must persist and start at 0
+    zeroed = []
+    monkeypatch.setattr(IMPL, "_launch_zero", lambda grid, tensors, *rest: zeroed.append(tensors[0]))
+    monkeypatch.setattr(IMPL, "_epochs", {})
+    dev = IMPL.torch.device("cpu")
+    first = IMPL._held_epoch(dev)
+    assert first.dtype == IMPL.torch.int32 and first.numel() == 1 and zeroed == [first]
+    assert IMPL._held_epoch(dev) is first and len(zeroed) == 1

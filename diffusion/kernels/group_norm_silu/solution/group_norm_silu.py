@@ -116,24 +116,25 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # (docs/profile/h200/layout-sweep/3fbf17e-held.json). v17f, kept: 10-21% ahead of the split path by graph replay on
 # the seven contiguous rows of 96 MB and more on an H200, and behind it below (956b206-held.json, 687eb84-held.json);
 # measured on no other GPU (on an H100 the team kernel keeps the rows it was measured faster on).
+# v19: the statistics and the apply on separate warps (kHeldStatWarps and _HELD_WARPS), the exchange's weight, bias
+# and pivot loaded a unit ahead, publishing and preparing on separate warps; partials tagged by a device epoch as well
+# as the call, so that CUDA graph replays tell their partials apart (ledger L0068-L0071).
 _HELD = True
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
 _HELD_GPUS = ("H200",)             # a substring of the device name
 _HELD_MIN_BYTES = 96 << 20         # x; c128_t17_96x256 (102 MB) 8-10% ahead, c128_t17_256x80 (85 MB) even, smaller behind
 _HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB),
-_HELD_UNROLL = 4                   # and at most this many per compute thread (kHeldUnroll: the kernel unrolls them)
+_HELD_UNROLL = 4                   # and at most this many per apply thread (kHeldUnroll: a round the kernel unrolls)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
 _HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
-_HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations)
-_HELD_STAT_WARPS = 4               # statistics warps per CTA: 4, or 8 with 12 apply warps
-_HELD_HALF_EXP = False             # v19: the sigmoid's exponential in half precision (ex2.approx.f16x2)
+_HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 ahead of 8 by
+                                   # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
+                                   # 0-12% (2afff74-held.json)
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
-# (compute warps, TMA stores) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): 12 warps and TMA
-# stores ran 6% faster there in both orders (ee641b2-tma-store.json, ee641b2-tma-store-rev.json), even or slower on
-# the rows with a lag; the bench at d8e30c1 did not show the 6% on that row (ledger L0066)
-_HELD_NO_LAG = (12, True)
-_HELD_ABLATE = 0                   # experiment: 1 apply without math, 2 statistics without math
-_HELD_TRACE = None                 # experiment: an int64 CUDA tensor [ctas, 10], cycle totals per role
+# (apply warps, TMA stores, copy size) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): v18 took
+# TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7% faster (389.5 against 418.1
+# us by graph replay, c3684b9-no-lag.json)
+_HELD_NO_LAG = (12, False, 1024)
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -762,8 +763,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, stat_warps, tma_store, half_exp) for the held
-    kernel, or None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store) for the held kernel, or None when
+    it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -779,8 +780,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     if slice_vecs > channel_vecs:
         return None
 
-    def geometry(warps):
-        chunks = cdiv(slice_vecs, min(_HELD_CHUNK_VECS, warps * 32 * _HELD_UNROLL))
+    def geometry(warps, most=_HELD_CHUNK_VECS):
+        chunks = cdiv(slice_vecs, min(most, warps * 32 * _HELD_UNROLL))
         chunk_vecs = cdiv(cdiv(slice_vecs, chunks), 32) * 32
         ring_slots = min(_HELD_MAX_SLOTS, (smem_optin - _HELD_RESERVE) // (16 * chunk_vecs))
         lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
@@ -789,12 +790,11 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     warps, tma_store = _HELD_WARPS, _HELD_TMA_STORE
     chunks, chunk_vecs, ring_slots, lag = geometry(warps)
     if lag == 0:
-        warps, tma_store = _HELD_NO_LAG
-        chunks, chunk_vecs, ring_slots, lag = geometry(warps)
+        warps, tma_store, most = _HELD_NO_LAG
+        chunks, chunk_vecs, ring_slots, lag = geometry(warps, most)
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, _HELD_STAT_WARPS, int(tma_store), \
-        int(_HELD_HALF_EXP)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):
@@ -1097,8 +1097,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
             return out
         plan = _plans[key] = plan[2]  # refused: this GPU (share) holds fewer programs than at plan time
     elif plan[0] == "held":
-        if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1], _held_epoch(x.device),
-                                (_HELD_TRACE.data_ptr() if _HELD_TRACE is not None else 0) | (_HELD_ABLATE << 56)):
+        if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1], _held_epoch(x.device)):
             return out
         plan = plan[2]  # not 16-byte aligned, or the driver refused the grid
     elif plan[0] == "stream":

@@ -151,14 +151,6 @@ __device__ __forceinline__ float ex2_approx(float v) {
   return r;
 }
 
-// 2^v for two values at once, in half precision (the argument rounded to f16 first).
-__device__ __forceinline__ float2 ex2_approx_h2(float v0, float v1) {
-  const __half2 h = __floats2half2_rn(v0, v1);
-  unsigned r;
-  asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(r) : "r"(*reinterpret_cast<const unsigned*>(&h)));
-  return __half22float2(*reinterpret_cast<const __half2*>(&r));
-}
-
 __device__ __forceinline__ float rcp_approx(float v) {
   float r;
   asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(v));
@@ -254,15 +246,6 @@ struct TileSums {
     Half2Ops<T>::mma(sum, a0, a1, a2, a3, k1, k1);
     Half2Ops<T>::mma(q1, a0, a1, a2, a3, a0, a2);
     Half2Ops<T>::mma(q2, a0, a1, a2, a3, a1, a3);
-  }
-  // Another warp-lane's sums into these (a second set of accumulators halves the chain of dependent mma).
-  __device__ void merge(const TileSums& o) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      sum[j] += o.sum[j];
-      q1[j] += o.q1[j];
-      q2[j] += o.q2[j];
-    }
   }
   // (sum, sum of squares) of every tile added since the last take, in every lane; the accumulators restart.
   __device__ float2 take() {

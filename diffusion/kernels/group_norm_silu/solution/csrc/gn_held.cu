@@ -9,10 +9,12 @@
 // mbarriers that suspend them, and one sync warp does every cross-CTA exchange. The ring's slots beyond one slice
 // keep the next units' copies in flight while the grid exchanges statistics, so DRAM does not idle at the wait.
 //
-// Roles (kWarps + 2 warps): warps 0 .. kWarps - 1 compute (statistics of a unit's slice, then, once its
-// coefficients are in, the apply from the same slots, releasing each slot); warp kWarps copies (one lane issues each
-// chunk's bulk copy when its slot is free); warp kWarps + 1 syncs (publishes the CTA's partial, reads the grid's,
-// writes the coefficients).
+// Roles (v19): kStat statistics warps (each unit's sums as soon as its chunks land), kApply apply warps (a unit once
+// its coefficients are in, from the slots the statistics read, releasing each slot), a copy warp (one lane issues
+// each chunk's bulk copy when its slot is free), a publishing warp (the CTA's partial of each unit, out as soon as the
+// statistics warps leave it) and a preparing warp (reads the grid's partials, writes the coefficients). v17-v18 ran
+// statistics then apply on the same warps and both exchange roles on one warp; with every role's wait cycles counted
+// per CTA, the statistics' tensor-core latency and the exchange's global round trips set the pace (ledger L0068-L0070).
 #include "gn_common.cuh"
 
 #include <cstdint>
@@ -55,12 +57,6 @@ __device__ __forceinline__ bool mbar_test(uint64_t* bar, unsigned parity) {
       : "r"(smem_addr(bar)), "r"(parity)
       : "memory");
   return done != 0;
-}
-
-__device__ __forceinline__ long long clk() {
-  long long c;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-  return c;
 }
 
 // A position in the ring: slot and the parity of its current fill.
@@ -123,8 +119,7 @@ __device__ __forceinline__ void load_round(const uint4* slot, int n, int g, uint
 }
 
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
-// kHalfExp: the sigmoid's 2^(-z log2 e) two at a time in half precision (one SFU op per two elements, not one each).
-template <typename T, int K, int kThreads, bool kHalfExp>
+template <typename T, int K, int kThreads>
 __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n, int g, int first, int split,
                                             float4 k0, float4 k1) {
   using V = Vec<T>;
@@ -137,35 +132,26 @@ __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n
     const float4 kc = first + v < split ? k0 : k1;
     float f[VE];
     V::unpack(q[i], f);
-    if constexpr (kHalfExp) {
 #pragma unroll
-      for (int e = 0; e < VE; e += 2) {
-        const float2 ex = ex2_approx_h2(fmaf(f[e], kc.z, kc.w), fmaf(f[e + 1], kc.z, kc.w));
-        f[e] = fmaf(f[e], kc.x, kc.y) * rcp_approx(1.f + ex.x);
-        f[e + 1] = fmaf(f[e + 1], kc.x, kc.y) * rcp_approx(1.f + ex.y);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < VE; ++e) {
-        // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
-        const float z = fmaf(f[e], kc.x, kc.y);
-        f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
-      }
+    for (int e = 0; e < VE; ++e) {
+      // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
+      const float z = fmaf(f[e], kc.x, kc.y);
+      f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
     }
     if (v < n) dst[v] = V::pack(f);
   }
 }
 
-// 16-bit x: the warp's tiles of d = x - pivot (zeros past n) into its tensor-core sums, alternate tiles into two sets.
+// 16-bit x: the warp's tiles of d = x - pivot (zeros past n) into its tensor-core sums.
 template <typename T, int K, int kThreads>
-__device__ __forceinline__ void tile_round(TileSums<T> (&tile)[2], const uint4* slot, int n, int g, unsigned piv2) {
+__device__ __forceinline__ void tile_round(TileSums<T>& tile, const uint4* slot, int n, int g, unsigned piv2) {
   using H = Half2Ops<T>;
   uint4 q[K];
   load_round<K, kThreads>(slot, n, g, q);
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     const bool valid = g + i * kThreads < n;
-    tile[i & 1].add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
+    tile.add(valid ? H::sub2(q[i].x, piv2) : 0u, valid ? H::sub2(q[i].y, piv2) : 0u,
              valid ? H::sub2(q[i].z, piv2) : 0u, valid ? H::sub2(q[i].w, piv2) : 0u);
   }
 }
@@ -268,21 +254,17 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       return;
     }
     Slot at;
-    long long w_empty = 0;
     for (int u = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-        const long long c0 = clk();
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
-        w_empty += clk() - c0;
         mbar_expect_tx(full + at.s, 16u * n);
         bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,
                   full + at.s, pol);
         at.next(p.ring_slots);
       }
     }
-    if (p.trace) p.trace[blockIdx.x * 10 + 4] = w_empty;
     return;
   }
 
@@ -291,11 +273,10 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
     // lag the unit's own partial must go first.
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
-    long long w_spin = 0, w_ready = 0, w_taken = 0;
     // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
     // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same
     // step (v17-v19), each was a global-memory round trip that every apply warp of the grid waited on: the sync warp
-    // spent about two thirds of its time outside its waits (the v19 wait totals with the math ablated).
+    // spent about two thirds of its time outside its waits (ledger L0069).
     struct Ahead {
       unsigned w, b, word;
     };
@@ -318,7 +299,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       next = fetch(u + 1);
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
-      const long long c0 = clk();
       for (;;) {
         uint4 pv[kHeldMaxCtas / 32];
         bool ok = true;
@@ -338,7 +318,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         }
         __nanosleep(32);
       }
-      w_spin += clk() - c0;
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         s1 += __shfl_xor_sync(0xffffffffu, s1, o);
@@ -349,9 +328,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       const float piv = pivot_of<T>(cur.word);
       const float md = s1 / count;  // mean - pivot
       const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
-      const long long c1 = clk();
       if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);
-      w_taken += clk() - c1;  // every compute warp holds unit u - 1's coefficients
       if (lane < 2) {
         constexpr float kLog2e = 1.4426950408889634f;
         const float sa = rstd * wv, sc = bv - (piv + md) * sa;
@@ -363,9 +340,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     // This CTA's partial of unit t, once every statistics warp has left its sums.
     auto publish = [&](int t) {
       const int b = t % kHeldPartBufs;
-      const long long c0 = clk();
       mbar_wait(part_ready + b, (t / kHeldPartBufs) & 1);
-      w_ready += clk() - c0;
       float2 a = lane < kStat ? wpart[b][lane] : make_float2(0.f, 0.f);
       __syncwarp();
       if (lane == 0) mbar_arrive(part_free + b);
@@ -381,30 +356,22 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     // waiting on the grid's slowest partial of unit t - lag held back its own of unit t).
     if (warp == kPubWarp) {
       for (int t = 0; t < p.units; ++t) publish(t);
-      if (p.trace && lane == 0) p.trace[blockIdx.x * 10 + 6] = w_ready;
       return;
     }
     for (int u = 0; u < p.units; ++u) prepare(u);
     // Every CTA has published the last unit's partial, so every CTA has read the epoch: the next call gets another.
     if (blockIdx.x == 0 && lane == 0) *static_cast<volatile unsigned*>(p.epoch) = epoch_now + 1u;
-    if (p.trace && lane == 0) {
-      p.trace[blockIdx.x * 10 + 5] = w_spin;
-      p.trace[blockIdx.x * 10 + 7] = w_taken;
-    }
     return;
   }
 
   if (warp < kStat) {  // statistics of unit t, as soon as its chunks land
     Slot st;
     unsigned word_next = unit_word(p.x, 0, p.group_vecs);
-    long long w_full = 0, t_stats = 0;
-    const long long k_start = clk();
     for (int t = 0; t < p.units; ++t) {
       // Sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
       // cancellation), loaded a unit ahead.
       const unsigned word = word_next;
       if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
-      const long long s0 = clk();
       float s1 = 0.f, s2 = 0.f;
       if constexpr (std::is_same<T, float>::value) {
         const float piv = __uint_as_float(word);
@@ -434,37 +401,26 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
         // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
         const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
-        TileSums<T> tile[2];
+        TileSums<T> tile;
         for (int k = 0; k < chunks; ++k) {
-          const long long c0 = clk();
           mbar_wait(full + st.s, st.phase);
-          w_full += clk() - c0;
           const uint4* slot = ring + st.s * p.chunk_vecs;
           const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          if (!(p.ablate & 2))
-            for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
-              tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
-            });
+          for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
+            tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
+          });
           st.next(p.ring_slots);
         }
-        tile[0].merge(tile[1]);
-        const float2 sq = tile[0].take();
-        tile[1] = TileSums<T>();
+        const float2 sq = tile.take();
         s1 = sq.x;
         s2 = sq.y;
       }
-      t_stats += clk() - s0;
       if (lane == 0) {
         const int b = t % kHeldPartBufs;
         mbar_wait(part_free + b, ((t / kHeldPartBufs) & 1) ^ 1u);  // the sync warp has read the buffer's last unit
         wpart[b][warp] = make_float2(s1, s2);
         mbar_arrive(part_ready + b);
       }
-    }
-    if (p.trace && tid == 0) {
-      p.trace[blockIdx.x * 10 + 0] = w_full;
-      p.trace[blockIdx.x * 10 + 1] = t_stats;
-      p.trace[blockIdx.x * 10 + 8] = clk() - k_start;
     }
     return;
   }
@@ -475,12 +431,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   const int g = tid - kStatThreads;
   uint4* y = static_cast<uint4*>(p.y);
   Slot ap;
-  long long w_coef = 0, t_apply = 0;
   for (int u = 0; u < p.units; ++u) {
-    const long long a0 = clk();
     mbar_wait(&coef_ready, u & 1);
-    const long long a1 = clk();
-    w_coef += a1 - a0;
     const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
@@ -491,28 +443,15 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       const int first = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - first);
       uint4* out = p.tma_store ? slot : dst + first;
-      if (p.ablate & 1) {
-        for (int v = g; v < n; v += kApplyThreads) out[v] = slot[v];
-      } else if (p.half_exp)
-        for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
-          apply_round<T, decltype(kk)::value, kApplyThreads, true>(slot + base, out + base, m, g, first + base, split,
-                                                                   k0, k1);
-        });
-      else
-        for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
-          apply_round<T, decltype(kk)::value, kApplyThreads, false>(slot + base, out + base, m, g, first + base,
-                                                                    split, k0, k1);
-        });
+      for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
+        apply_round<T, decltype(kk)::value, kApplyThreads>(slot + base, out + base, m, g, first + base, split, k0,
+                                                           k1);
+      });
       if (p.tma_store) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA store
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);
     }
-    t_apply += clk() - a1;
-  }
-  if (p.trace && g == 0) {
-    p.trace[blockIdx.x * 10 + 2] = w_coef;
-    p.trace[blockIdx.x * 10 + 3] = t_apply;
   }
 }
 
@@ -525,12 +464,11 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
 
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
-  if (p.stat_warps == 8)
-    return p.warps == 8 ? launch_held_typed<T, 8, 8>(p, wb, stream) : launch_held_typed<T, 8, 12>(p, wb, stream);
+  constexpr int S = kHeldStatWarps;
   switch (p.warps) {
-    case 8: return launch_held_typed<T, 4, 8>(p, wb, stream);
-    case 12: return launch_held_typed<T, 4, 12>(p, wb, stream);
-    default: return launch_held_typed<T, 4, 16>(p, wb, stream);
+    case 8: return launch_held_typed<T, S, 8>(p, wb, stream);
+    case 12: return launch_held_typed<T, S, 12>(p, wb, stream);
+    default: return launch_held_typed<T, S, 16>(p, wb, stream);
   }
 }
 

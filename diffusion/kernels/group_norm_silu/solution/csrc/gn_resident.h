@@ -82,8 +82,8 @@ cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 // a cooperative launch) owns vectors [i * slice_vecs, (i + 1) * slice_vecs) of every unit (the last CTA fewer, none
 // empty, at most two channels each), copied by TMA in `chunks` chunks of up to `chunk_vecs` vectors into a ring of
 // `ring_slots` chunk slots. A slice stays in the ring from its statistics until its apply, so x is read from DRAM
-// once. A CTA takes the statistics of unit u + lag before the apply of unit u, so the grid's exchange of unit u's
-// statistics has `lag` units of work to arrive in; the ring holds lag + 1 slices and keeps copying into the rest.
+// once. The statistics run ahead of the apply as far as the ring allows, so the grid's exchange of unit u's statistics
+// has the later units' work to arrive in; `lag` is the planner's promise that the ring holds lag + 1 slices.
 struct HeldParams : GroupCall {
   uint4* partials;         // [units][ctas]: {s1, tag, s2, tag}: sums of x - pivot (the unit's first element) and of
                            // their squares over each CTA's slice (floats as bits)
@@ -99,15 +99,13 @@ struct HeldParams : GroupCall {
   int chunk_vecs;
   int ring_slots;
   int lag;
-  int warps;               // apply warps: 8, 12 or 16
-  int stat_warps;          // statistics warps: 4 (with 8, 12 or 16 apply warps) or 8 (with 8 or 12)
+  int warps;               // apply warps: 8, 12 or 16 (with kHeldStatWarps statistics warps)
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the apply warps
-  int ablate;              // experiment: 1 apply without math, 2 statistics without math
-  int half_exp;            // 1: the sigmoid's exponential in half precision, two elements an SFU op
-  unsigned long long* trace;  // experiment: [ctas][10] cycle totals per role, or null
 };
 
-// Statistics and apply warps per CTA (instantiations as above), and a copy warp and a sync warp.
+// Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
+// publishes the CTA's partials and one that prepares the grid's coefficients.
+constexpr int kHeldStatWarps = 4;
 constexpr int kHeldMaxSlots = 64;
 constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
 constexpr int kHeldMaxLag = 7;
