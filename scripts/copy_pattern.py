@@ -61,7 +61,7 @@ __device__ __forceinline__ float rcpa(float v) {
 // Granule i of this CTA's list, in unit-major order: its first vector in x.
 __device__ __forceinline__ int64_t granule_at(int i, int per, int ng, int gv, int mode, int group_vecs) {
   const int u = i / per, k = i % per;
-  const int g = mode == 0 ? blockIdx.x * per + k : k * gridDim.x + blockIdx.x;
+  const int g = (mode & 1) == 0 ? blockIdx.x * per + k : k * gridDim.x + blockIdx.x;
   return g < ng ? (static_cast<int64_t>(u) * group_vecs + static_cast<int64_t>(g) * gv) : -1;
 }
 
@@ -74,6 +74,9 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
   const int per = (ng + gridDim.x - 1) / gridDim.x;
   const int total = units * per;
   const int warp = threadIdx.x / 32;
+  uint64_t first;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
+  const int store = (mode >> 1) & 3;  // 0 st.global, 1 st.global.cs, 2 st.global with an L2 evict_first hint
   if (threadIdx.x == 0) {
     for (int s = 0; s < slots; ++s) bar_init(full + s, 1), bar_init(empty + s, kWarps);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -84,7 +87,12 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
     for (int i = 0, s = 0, ph = 0; i < total; ++i) {
       const int64_t off = granule_at(i, per, ng, gv, mode, group_vecs);
       bar_wait(empty + s, ph ^ 1);
-      if (off >= 0) {
+      if (off >= 0 && (mode & 8)) {  // with an L2 evict_first hint
+        bar_expect(full + s, 16u * gv);
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, "
+                     "[%3], %4;" ::"r"(sa(ring + s * gv)), "l"(x + off), "r"(16u * gv), "r"(sa(full + s)), "l"(first)
+                     : "memory");
+      } else if (off >= 0) {
         bar_expect(full + s, 16u * gv);
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                          sa(ring + s * gv)), "l"(x + off), "r"(16u * gv), "r"(sa(full + s))
@@ -148,7 +156,17 @@ __global__ void __launch_bounds__(kWarps * 32 + 32, 1)
               h[e] = __floats2half2_rn(f.x, f.y);
             }
           }
-          if (v < gv) y[off + v] = q[k];
+          if (v < gv) {
+            uint4* d = y + off + v;
+            if (store == 1)
+              asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(d), "r"(q[k].x), "r"(q[k].y),
+                           "r"(q[k].z), "r"(q[k].w) : "memory");
+            else if (store == 2)
+              asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(d), "r"(q[k].x),
+                           "r"(q[k].y), "r"(q[k].z), "r"(q[k].w), "l"(first) : "memory");
+            else
+              *d = q[k];
+          }
         }
       }
     __syncwarp();
@@ -243,7 +261,8 @@ def main():
                     help="who stores (warps: st.global from 16 warps; tma: one lane's bulk stores); -hN: the warps store a "
                          "unit N units after its arrival (the held kernel's lag); -math: sum each chunk on arrival and "
                          "store silu(x) (-math2: one SFU op an element, -math3: FMA only, both not silu; -math4: "
-                         "silu through tanh.approx); -2x: two CTAs an SM")
+                         "silu through tanh.approx); -cs: st.global.cs stores; -ef: stores with an L2 evict_first "
+                         "hint; -lef: loads with one; -2x: two CTAs an SM")
     ap.add_argument("--patterns", default="contiguous,dealt")
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -271,9 +290,11 @@ def main():
             per = -(-(a.group_vecs // gv) // (per_sm * sms))
             if a.group_vecs % gv or slots < (hold + 1) * per + 1:  # fewer would deadlock the held order
                 continue
+            hints = (2 if "cs" in parts else 4 if "ef" in parts else 0) | (8 if "lef" in parts else 0)
             for mode, name in enumerate(("contiguous", "dealt")):
                 if name not in a.patterns.split(","):
                     continue
+                mode |= hints
                 y.zero_()
                 ms = time_ms(lambda: mod.run(x, y, a.units, a.group_vecs, gv, mode, per_sm * sms, slots, tma,
                                                  hold, math), a.reps)
