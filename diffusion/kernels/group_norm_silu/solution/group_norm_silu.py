@@ -131,6 +131,7 @@ _HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kerne
                                    # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
                                    # 0-12% (2afff74-held.json)
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
+_HELD_STREAMING = False            # experiment: y stored with st.global.cs (evict first)
 # (apply warps, TMA stores, copy size) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): v18 took
 # TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7% faster (389.5 against 418.1
 # us by graph replay, c3684b9-no-lag.json)
@@ -794,7 +795,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         chunks, chunk_vecs, ring_slots, lag = geometry(warps, most)
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store) | 2 * int(_HELD_STREAMING)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -119,7 +119,8 @@ __device__ __forceinline__ void load_round(const uint4* slot, int n, int g, uint
 }
 
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
-template <typename T, int K, int kThreads>
+// kStreaming: y stored with st.global.cs (evict first).
+template <typename T, int K, int kThreads, bool kStreaming>
 __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n, int g, int first, int split,
                                             float4 k0, float4 k1) {
   using V = Vec<T>;
@@ -138,7 +139,12 @@ __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n
       const float z = fmaf(f[e], kc.x, kc.y);
       f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
     }
-    if (v < n) dst[v] = V::pack(f);
+    if (v < n) {
+      if constexpr (kStreaming)
+        __stcs(dst + v, V::pack(f));
+      else
+        dst[v] = V::pack(f);
+    }
   }
 }
 
@@ -443,10 +449,16 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       const int first = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - first);
       uint4* out = p.tma_store ? slot : dst + first;
-      for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
-        apply_round<T, decltype(kk)::value, kApplyThreads>(slot + base, out + base, m, g, first + base, split, k0,
-                                                           k1);
-      });
+      if (p.streaming && !p.tma_store)
+        for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
+          apply_round<T, decltype(kk)::value, kApplyThreads, true>(slot + base, out + base, m, g, first + base,
+                                                                   split, k0, k1);
+        });
+      else
+        for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
+          apply_round<T, decltype(kk)::value, kApplyThreads, false>(slot + base, out + base, m, g, first + base,
+                                                                    split, k0, k1);
+        });
       if (p.tma_store) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA store
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ap.s);
