@@ -233,7 +233,6 @@ def _group_norm_layouts():
     # v18: y written back into the ring and stored with TMA by the copy warp; the no-lag row as v18 ran it
     out["held_tma_store"] = {"_HELD": True, "_HELD_TMA_STORE": True}
     out["held_no_lag_v18"] = {"_HELD": True, "_HELD_NO_LAG": (12, True, 2048)}
-    out["held_cs"] = {"_HELD": True, "_HELD_STREAMING": True}
     return m, out
 
 

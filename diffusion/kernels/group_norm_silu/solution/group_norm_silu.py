@@ -118,7 +118,8 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # measured on no other GPU (on an H100 the team kernel keeps the rows it was measured faster on).
 # v19: the statistics and the apply on separate warps (kHeldStatWarps and _HELD_WARPS), the exchange's weight, bias
 # and pivot loaded a unit ahead, publishing and preparing on separate warps; partials tagged by a device epoch as well
-# as the call, so that CUDA graph replays tell their partials apart (ledger L0068-L0071).
+# as the call, so that CUDA graph replays tell their partials apart (ledger L0068-L0071); y stored with st.global.cs
+# (L0073).
 _HELD = True
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
 _HELD_GPUS = ("H200",)             # a substring of the device name
@@ -131,7 +132,6 @@ _HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kerne
                                    # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
                                    # 0-12% (2afff74-held.json)
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
-_HELD_STREAMING = False            # experiment: y stored with st.global.cs (evict first)
 # (apply warps, TMA stores, copy size) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): v18 took
 # TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7% faster (389.5 against 418.1
 # us by graph replay, c3684b9-no-lag.json)
@@ -795,7 +795,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         chunks, chunk_vecs, ring_slots, lag = geometry(warps, most)
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store) | 2 * int(_HELD_STREAMING)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store)
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -201,8 +201,7 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.ring_slots = static_cast<int>(ring_slots);
   p.lag = static_cast<int>(lag);
   p.warps = static_cast<int>(warps);
-  p.tma_store = (tma_store & 1) != 0;
-  p.streaming = (tma_store & 2) != 0;
+  p.tma_store = tma_store != 0;
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back
     (void)cudaGetLastError();

@@ -101,7 +101,6 @@ struct HeldParams : GroupCall {
   int lag;
   int warps;               // apply warps: 8, 12 or 16 (with kHeldStatWarps statistics warps)
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the apply warps
-  int streaming;           // 1: the apply warps store y with st.global.cs
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
