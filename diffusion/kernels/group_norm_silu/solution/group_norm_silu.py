@@ -118,7 +118,7 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # measured on no other GPU (on an H100 the team kernel keeps the rows it was measured faster on).
 # v19: the statistics and the apply on separate warps (kHeldStatWarps and _HELD_WARPS), the exchange's weight, bias
 # and pivot loaded a unit ahead, publishing and preparing on separate warps; partials tagged by a device epoch as well
-# as the call, so that CUDA graph replays tell their partials apart (ledger L0068-L0071); y stored with st.global.cs
+# as the call, so that CUDA graph replays tell their partials apart (ledger L0070-L0072); y stored with st.global.cs
 # (L0073).
 _HELD = True
 _HELD_DTYPES = (torch.float16, torch.bfloat16)

@@ -14,7 +14,7 @@
 // each chunk's bulk copy when its slot is free), a publishing warp (the CTA's partial of each unit, out as soon as the
 // statistics warps leave it) and a preparing warp (reads the grid's partials, writes the coefficients). v17-v18 ran
 // statistics then apply on the same warps and both exchange roles on one warp; with every role's wait cycles counted
-// per CTA, the statistics' tensor-core latency and the exchange's global round trips set the pace (ledger L0069-L0070).
+// per CTA, the statistics' tensor-core latency and the exchange's global round trips set the pace (ledger L0070-L0071).
 #include "gn_common.cuh"
 
 #include <cstdint>
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
     // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same
     // step (v17-v19), each was a global-memory round trip that every apply warp of the grid waited on: the sync warp
-    // spent about two thirds of its time outside its waits (ledger L0070).
+    // spent about two thirds of its time outside its waits (ledger L0071).
     struct Ahead {
       unsigned w, b, word;
     };
