@@ -65,6 +65,10 @@ Design:
   kernel here to beat the split path (ledger L0064).
 - v18: the held kernel can write y back into its ring for the copy warp to store with TMA; only where the ring holds
   no lag (c256_t17_256x256), with 12 compute warps (ledger L0066).
+- v19: the held kernel's statistics and apply on separate warps, the exchange's loads a unit ahead, publishing and
+  preparing on separate warps, y stored with st.global.cs, and the no-lag row back to plain stores (ledger
+  L0070-L0073). Its partials' tags take an epoch kept on the device: v17-v18's host-side tags were frozen into CUDA
+  graphs, whose replays on new inputs could read the last replay's partials (ledger L0072).
 
 """
 import math
