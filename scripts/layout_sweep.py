@@ -222,12 +222,12 @@ def _group_norm_layouts():
     # v12 (the queue kernel; docs/profile/h200/layout-sweep/478e671-queue.json) is gone with its knobs
     # v13 (the pipeline of launches; 357b32e-pipe.json, c87f101-pipe-pdl.json) is gone with its knobs
     # v14 (the split pass chunk by chunk; d3713f0-chunks.json) is gone with its knobs
-    # v17: the held kernel (one unit at a time held across the whole grid in TMA-filled rings), at its defaults, at
-    # other lags (units of ring a unit's statistics may run ahead of its apply), at copies of 16 and 64 KB (default
-    # 32), and at 8, 12 and 16 apply warps (default 12; v19's statistics warps are four); the split path it replaced
+    # v17: the held kernel (one unit at a time held across the whole grid in TMA-filled rings), at its defaults, with
+    # every row in the no-lag configuration (lag 0; since v19 other lags run the same kernel), at copies of 16 and 64
+    # KB (default 32), and at 8, 12 and 16 apply warps (default 12; v19's statistics warps are four); the split path
     out["held"] = {"_HELD": True}
     out["split"] = {"_HELD": False}
-    out.update({f"held_lag{v}": {"_HELD": True, "_HELD_LAG": v} for v in (0, 1, 4)})
+    out["held_lag0"] = {"_HELD": True, "_HELD_LAG": 0}
     out.update({f"held_c{v}": {"_HELD": True, "_HELD_CHUNK_VECS": v} for v in (1024, 4096)})
     out.update({f"held_w{v}": {"_HELD": True, "_HELD_WARPS": v} for v in (8, 12, 16)})
     # v18: y written back into the ring and stored with TMA by the copy warp; the no-lag row as v18 ran it

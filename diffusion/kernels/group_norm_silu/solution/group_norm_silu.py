@@ -131,7 +131,9 @@ _HELD_MIN_BYTES = 96 << 20         # x; c128_t17_96x256 (102 MB) 8-10% ahead, c1
 _HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB),
 _HELD_UNROLL = 4                   # and at most this many per apply thread (kHeldUnroll: a round the kernel unrolls)
 _HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
-_HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them
+_HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them. Since v19
+                                   # the kernel runs its statistics as far ahead as the ring allows whatever the lag;
+                                   # a lag of 0 only selects _HELD_NO_LAG's configuration
 _HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 ahead of 8 by
                                    # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
                                    # 0-12% (2afff74-held.json)
