@@ -63,6 +63,18 @@ def snapshot_inputs(inputs: dict[str, torch.Tensor | None]) -> dict[str, torch.T
     return {k: storage_of(t).clone() for k, t in inputs.items() if t is not None}
 
 
+SHIFT_SCALE, SHIFT_OFFSET = 1.5, 0.25  # the replay check's inputs: other statistics than the workload's (phase 3)
+
+
+def shift_floats_(inputs: dict[str, torch.Tensor | None]) -> None:
+    """Scale and shift every floating-point input in place (x <- 1.5 x + 0.25): values in the same buffers whose
+    statistics differ from the workload's, so a result computed from a previous call's state shows. Integer inputs
+    (indices, positions) keep their values."""
+    for t in inputs.values():
+        if t is not None and t.is_floating_point():
+            t.mul_(SHIFT_SCALE).add_(SHIFT_OFFSET)
+
+
 def restore_views(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
     """The same views as `inputs`, but over the snapshot copies."""
     return {k: (None if t is None else snaps[k].as_strided(t.shape, t.stride(), t.storage_offset()))

@@ -25,6 +25,7 @@ from kda.harness.checks import mutated_inputs as _mutated_inputs  # noqa: E402
 from kda.harness.checks import poison_ as _poison  # noqa: E402
 from kda.harness.checks import restore_inputs_ as _restore_inputs  # noqa: E402
 from kda.harness.checks import restore_views as _restore_views  # noqa: E402
+from kda.harness.checks import shift_floats_ as _shift_floats  # noqa: E402
 from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
 from kda.harness.checks import written_outside_views as _written_outside  # noqa: E402
 from kda.task import Task  # noqa: E402
@@ -255,6 +256,27 @@ class RowRunner:
         _restore_inputs(self.inputs, snaps)
         return record
 
+    def check_replay_shifted(self, replay, trial: int) -> dict:
+        """Phase 3: one candidate call captured alone in a CUDA graph, replayed on fresh inputs scaled and shifted
+        (checks.shift_floats_: other statistics in the same buffers). A graph freezes every host-side value a launch
+        takes, so a candidate that keeps state between calls in device memory (counters, tags, caches) can find its
+        last replay's state there and use it; the timed graphs hold many calls on inputs of one distribution, which
+        hides that (group_norm_silu's ledger L0072). Tolerance only: the baseline does not run on these inputs."""
+        self.refill(trial, 3)
+        _shift_floats(self.inputs)
+        snaps = _snapshot_inputs(self.inputs)
+        replay()
+        tampered = self._reset_torch_state()
+        with torch._C.DisableTorchFunction():
+            copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
+        torch.cuda.synchronize()
+        inplace = self.cfg["check"]["inplace"]
+        record = {"arm": "candidate", "trial": trial, "phase": 3, "tampered": tampered,
+                  "mutated": _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)}
+        record["outputs"] = self._compare_all(copies, self.reference(self.row, _restore_views(self.inputs, snaps)))
+        _restore_inputs(self.inputs, snaps)
+        return record
+
     def _compare_all(self, copies: dict, ref: dict) -> dict:
         stats = {}
         for k, (shape, dt) in self.specs.items():
@@ -355,6 +377,16 @@ class RowRunner:
                 if g.error:
                     result["notes"].append(f"{n}: not capturable in a CUDA graph: {g.error}")
             samples = {n: {"device_us": [], "wall_us": [], "graph_us": []} for n in names}
+        # One candidate call captured alone, replayed after the trials on inputs with other statistics (phase 3),
+        # on a GPU in check and bench runs alike; A/A runs judge no candidate.
+        replay_shifted = None
+        if self.gpu and not self.args.aa:
+            alone = timing.GraphArm(self.arms["candidate"], 1)
+            if alone.graph is not None:
+                no_flush = timing.Flusher(False, 0)
+                replay_shifted = lambda: alone.sample_us(no_flush)  # noqa: E731
+            else:
+                result["notes"].append(f"candidate: not capturable in a CUDA graph, no replay check: {alone.error}")
         if self.gpu:
             self.kernel_origin(result)
         order_rng = random.Random(trial_seed(row.seed, self.args.salt, 0, 7))
@@ -389,6 +421,8 @@ class RowRunner:
                     result["checks"].append(self.check_timed_output(trial))
             self.refill(trial, 1)
             result["checks"].append(self.check("candidate", trial, 1))
+        if replay_shifted is not None:
+            result["checks"].append(self.check_replay_shifted(replay_shifted, trials))
         if bench:
             for n in names:
                 result["arms"][n] = samples[n]

@@ -325,3 +325,24 @@ def test_check_reasons_all():
 def test_finite_or_none():
     assert C.finite_or_none(1.5) == 1.5
     assert C.finite_or_none(INF) is None and C.finite_or_none(NAN) is None and C.finite_or_none(None) is None
+
+
+def test_shift_floats_scales_and_shifts_floating_inputs_in_place_and_keeps_integers():
+    x = torch.tensor([0.0, 1.0, -2.0])
+    xv = x[1:]  # a view: shifted through its own storage, in place
+    half = torch.tensor([4.0], dtype=torch.float16)
+    pos = torch.tensor([3, 7])
+    inputs = {"x": xv, "half": half, "positions": pos, "absent": None}
+    C.shift_floats_(inputs)
+    assert inputs["x"] is xv and torch.equal(x, torch.tensor([0.0, 1.75, -2.75]))
+    assert half.dtype == torch.float16 and half.item() == 6.25
+    assert torch.equal(pos, torch.tensor([3, 7]))  # indices keep their meaning
+
+
+def test_the_shift_changes_a_standard_normal_inputs_statistics():
+    # the point of phase 3: a result computed from a previous call's statistics must be far off
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1 << 16, generator=g)
+    before = (x.mean().item(), x.std().item())
+    C.shift_floats_({"x": x})
+    assert abs(x.mean().item() - before[0]) > 0.2 and abs(x.std().item() / before[1] - 1.5) < 1e-3
