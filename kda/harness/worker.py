@@ -261,8 +261,10 @@ class RowRunner:
         (checks.shift_floats_: other statistics in the same buffers). A graph freezes every host-side value a launch
         takes, so a candidate that keeps state between calls in device memory (counters, tags, caches) can find its
         last replay's state there and use it; the timed graphs hold many calls on inputs of one distribution, which
-        hides that (group_norm_silu's ledger L0072). Tolerance only: the baseline does not run on these inputs."""
+        hides that (group_norm_silu's ledger L0072). The graph runs twice: state a run leaves is only there for the
+        next (a graph's first replay finds none). Tolerance only: the baseline does not run on these inputs."""
         self.refill(trial, 3)
+        replay()
         _shift_floats(self.inputs)
         snaps = _snapshot_inputs(self.inputs)
         replay()
