@@ -242,19 +242,7 @@ class RowRunner:
 
     def _check_inplace_replay(self, trial: int) -> dict:
         self.refill(trial, 2)
-        snaps = _snapshot_inputs(self.inputs)
-        self.replay_one()
-        tampered = self._reset_torch_state()
-        with torch._C.DisableTorchFunction():
-            copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
-        if self.gpu:
-            torch.cuda.synchronize()
-        inplace = self.cfg["check"]["inplace"]
-        record = {"arm": "candidate", "trial": trial, "phase": 2, "tampered": tampered,
-                  "mutated": _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)}
-        record["outputs"] = self._compare_all(copies, self.reference(self.row, _restore_views(self.inputs, snaps)))
-        _restore_inputs(self.inputs, snaps)
-        return record
+        return self._checked_replay(self.replay_one, trial, 2)
 
     def check_replay_shifted(self, replay, trial: int) -> dict:
         """Phase 3: one candidate call captured alone in a CUDA graph, replayed on fresh inputs scaled and shifted
@@ -266,14 +254,20 @@ class RowRunner:
         self.refill(trial, 3)
         replay()
         _shift_floats(self.inputs)
+        return self._checked_replay(replay, trial, 3)
+
+    def _checked_replay(self, replay, trial: int, phase: int) -> dict:
+        """One replay checked as a call is: inputs snapshot first, outputs copied at once, inputs compared bitwise
+        (in place: but for the declared ones), the oracle run on the snapshot, the inputs restored."""
         snaps = _snapshot_inputs(self.inputs)
         replay()
         tampered = self._reset_torch_state()
         with torch._C.DisableTorchFunction():
             copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
-        torch.cuda.synchronize()
+        if self.gpu:
+            torch.cuda.synchronize()
         inplace = self.cfg["check"]["inplace"]
-        record = {"arm": "candidate", "trial": trial, "phase": 3, "tampered": tampered,
+        record = {"arm": "candidate", "trial": trial, "phase": phase, "tampered": tampered,
                   "mutated": _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)}
         record["outputs"] = self._compare_all(copies, self.reference(self.row, _restore_views(self.inputs, snaps)))
         _restore_inputs(self.inputs, snaps)
