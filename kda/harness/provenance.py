@@ -69,8 +69,22 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def shown_path(arg: str) -> str:
+    """An absolute path as results files record it: relative to the repository, else its name alone (no machine's
+    layout in a committed file); any other argument as it is."""
+    path = Path(arg)
+    if not path.is_absolute():
+        return arg
+    try:
+        return str(path.relative_to(repo_root()))
+    except ValueError:
+        return path.name
+
+
 def command_line() -> str:
-    return " ".join(["kda", *sys.argv[1:]]) if Path(sys.argv[0]).name in ("kda", "__main__.py") else " ".join(sys.argv)
+    args = [shown_path(a) for a in sys.argv[1:]]
+    return " ".join(["kda", *args]) if Path(sys.argv[0]).name in ("kda", "__main__.py") else \
+        " ".join([shown_path(sys.argv[0]), *args])
 
 
 # How timing.device_us stamps a sample's start, written into every results file's provenance as `device_us_start`.

@@ -180,7 +180,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
                                                 task.path / "config.toml", task.path / "bench" / "workloads.json"], repo_root()),
         },
         "static_violations": static,
-        "candidate_override": str(opts.candidate) if opts.candidate else None,
+        "candidate_override": provenance.shown_path(str(opts.candidate)) if opts.candidate else None,
     }
     summary = summarize(task, results, cfg, opts, slug)
     out = {"provenance": prov, "rows": results, "summary": summary}
