@@ -114,3 +114,16 @@ def test_the_held_epoch_is_one_zeroed_int32_per_device_made_once(monkeypatch):
     first = IMPL._held_epoch(dev)
     assert first.dtype == IMPL.torch.int32 and first.numel() == 1 and zeroed == [first]
     assert IMPL._held_epoch(dev) is first and len(zeroed) == 1
+
+
+def test_team_counters_share_the_zeroed_buffer_helper_and_grow_when_more_units_come(monkeypatch):
+    zeroed = []
+    monkeypatch.setattr(IMPL, "_launch_zero", lambda grid, tensors, *rest: zeroed.append(tensors[0].numel()))
+    monkeypatch.setattr(IMPL, "_counters", {})
+    dev = IMPL.torch.device("cpu")
+    cnt, done = IMPL._team_counters(dev, 32)
+    assert cnt.numel() == done.numel() == 32 and zeroed == [128]  # at least 64 units' worth when made
+    IMPL._team_counters(dev, 64)
+    assert zeroed == [128]  # still fits
+    cnt, done = IMPL._team_counters(dev, 100)
+    assert cnt.numel() == done.numel() == 100 and zeroed == [128, 200]

@@ -825,34 +825,32 @@ def team_plan(units, group_elems, channel_elems, elem, programs):
     return team, teams, cdiv(tiles, team) * _TEAM_BLOCK
 
 
-def _team_counters(device, units):
-    """The per-unit arrival and release counters (int32, zero between calls), per device, grown as needed; zeroed
-    by a kernel of this module (a PyTorch memset on the candidate's path is flagged by the harness)."""
+def _zeroed_ints(cache, device, numel, least=1):
+    """An int32 buffer of at least `numel` elements (max(numel, least) when made), one per device in `cache`, zeroed
+    once by a kernel of this module when made (a PyTorch memset on the candidate's path is flagged by the harness)."""
     key = device.index if device.type == "cuda" else -1
-    buf = _counters.get(key)
-    if buf is None or buf.numel() < 2 * units:
-        buf = torch.empty(2 * max(units, 64), dtype=torch.int32, device=device)
-        _launch_zero(((buf.numel() + 1023) // 1024, 1, 1), (buf,), (buf.numel(),), (), (1024,), 4)
-        _counters[key] = buf
-    return buf[:units], buf[units:2 * units]
-
-
-_counters = {}
-
-
-def _held_epoch(device):
-    """The held kernel's epoch (one int32 per device, zeroed once by a kernel of this module): each call reads it and
-    advances it, so every run of a call, a CUDA graph's replays included, tags its partials apart (csrc/gn_resident.h,
-    HeldParams)."""
-    key = device.index if device.type == "cuda" else -1
-    buf = _epochs.get(key)
-    if buf is None:
-        buf = torch.empty(1, dtype=torch.int32, device=device)
-        _launch_zero((1, 1, 1), (buf,), (1,), (), (1024,), 4)
-        _epochs[key] = buf
+    buf = cache.get(key)
+    if buf is None or buf.numel() < numel:
+        size = max(numel, least)
+        buf = torch.empty(size, dtype=torch.int32, device=device)
+        _launch_zero(((size + 1023) // 1024, 1, 1), (buf,), (size,), (), (1024,), 4)
+        cache[key] = buf
     return buf
 
 
+def _team_counters(device, units):
+    """The per-unit arrival and release counters (int32, zero between calls), per device, grown as needed."""
+    buf = _zeroed_ints(_counters, device, 2 * units, 128)
+    return buf[:units], buf[units:2 * units]
+
+
+def _held_epoch(device):
+    """The held kernel's epoch (one int32 per device): each call reads it and advances it, so every run of a call, a
+    CUDA graph's replays included, tags its partials apart (csrc/gn_resident.h, HeldParams)."""
+    return _zeroed_ints(_epochs, device, 1)
+
+
+_counters = {}
 _epochs = {}
 
 

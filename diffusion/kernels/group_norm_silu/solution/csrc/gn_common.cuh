@@ -77,8 +77,8 @@ template <> struct Vec<float> {
 // p[i]'s bits (16 or 32 of them), for bits_to_float to convert where the value is needed: a load issued ahead of its
 // use is then not waited for where it is issued.
 __device__ __forceinline__ unsigned load_bits(const void* p, int i, DType t) {
-  if (t == DType::kFP32) return __ldg(static_cast<const unsigned*>(p) + i);
-  return __ldg(static_cast<const unsigned short*>(p) + i);
+  if (t == DType::kFP32) return static_cast<const unsigned*>(p)[i];
+  return static_cast<const unsigned short*>(p)[i];
 }
 
 __device__ __forceinline__ float bits_to_float(unsigned v, DType t) {
@@ -89,13 +89,7 @@ __device__ __forceinline__ float bits_to_float(unsigned v, DType t) {
   }
 }
 
-__device__ __forceinline__ float to_float(const void* p, int i, DType t) {
-  switch (t) {
-    case DType::kFP16: return __half2float(static_cast<const __half*>(p)[i]);
-    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
+__device__ __forceinline__ float to_float(const void* p, int i, DType t) { return bits_to_float(load_bits(p, i, t), t); }
 
 // Sum over the CTA, returned to every thread. `scratch` holds kWarps floats; two barriers.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {

@@ -276,9 +276,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   }
 
   if (warp == kSyncWarp || warp == kPubWarp) {  // the grid's exchange: one warp prepares, one publishes
-    // Preparing first lets it run while the compute warps take unit t's statistics (v17b published first, and the
-    // CTA's statistics, exchange and apply ran one after another: ~3.3 us a unit, 3fbf17e/d8b3336 sweeps). With no
-    // lag the unit's own partial must go first.
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
     // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
     // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same

@@ -107,10 +107,10 @@ struct HeldParams : GroupCall {
 // publishes the CTA's partials and one that prepares the grid's coefficients.
 constexpr int kHeldStatWarps = 4;
 constexpr int kHeldMaxSlots = 64;
-constexpr int kHeldMaxCtas = 256;                // the sync warp merges up to 8 CTA partials per lane
+constexpr int kHeldMaxCtas = 256;                // the preparing warp merges up to 8 CTA partials per lane
 constexpr int kHeldMaxLag = 7;
 constexpr int kHeldUnroll = 4;                   // vectors per thread in a round of a chunk
-constexpr int kHeldPartBufs = 8;                 // units of warp partials the statistics may run ahead of the sync warp
+constexpr int kHeldPartBufs = 8;                 // units of warp partials the statistics may run ahead of the publisher
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
