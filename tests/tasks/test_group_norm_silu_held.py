@@ -42,8 +42,14 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store = plan
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks = plan
     assert tma_store in (0, 1)
+    assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
+    if reg_chunks:  # only the instantiation that holds them, each thread's share of a chunk within its registers
+        assert lag == 0 and warps == IMPL._HELD_REG_WARPS and not tma_store
+        assert chunk_vecs <= IMPL._HELD_REG_PER_THREAD * warps * 32
+        # no more than ring and registers need for two slices and the spare slots
+        assert ring_slots + reg_chunks <= 2 * chunks + IMPL._HELD_SPARE_SLOTS
     assert warps in (8, 12, 16)  # the kernel's instantiations of apply warps
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
     assert ctas <= SMS  # one CTA per SM, all resident (the grid waits for itself)
@@ -63,16 +69,33 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
 def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
     # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple). At 12 apply warps,
     # six copies of 1408 vectors (22 KB; a round of 4 a thread) and 10 slots: too few for a second slice. So as
-    # _HELD_NO_LAG says: 12 apply warps, plain stores, copies of at most 1024 vectors: nine of 960 (15 KB), 14 slots
-    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 1024)
+    # _HELD_NO_LAG says: 12 apply warps, plain stores, copies of at most 768 vectors (two an apply thread): eleven of
+    # 768 (12 KB) and 18 slots, and 4 chunks in registers, so that ring and registers hold two slices (22 chunks)
+    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 768, 4)
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan == (132, 8448, 9, 960, 14, 0, 12, 0)
+    assert plan == (132, 8448, 11, 768, 18, 0, 12, 0, 4)
+
+
+def test_chunks_in_registers_only_where_the_no_lag_plan_can_hold_them(monkeypatch):
+    shape = _geometry((1, 256, 17, 256, 256), 2)
+    # as v19 ran it: 16 KB copies, three vectors a thread of a chunk, more than the kernel's registers take
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 1024, 4))
+    assert IMPL.held_plan(*shape, SMS, SMEM) == (132, 8448, 9, 960, 14, 0, 12, 0, 0)
+    # TMA stores write y back into the ring: no registers
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, True, 768, 4))
+    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 0
+    # 16 apply warps: not the instantiation that holds registers
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (16, False, 768, 4))
+    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 0
+    # fewer allowed: as many as allowed
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 2))
+    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 2
 
 
 def test_a_4_7_mb_group_takes_the_default_lag():
     # c512 t9 128x128: 2240 vectors a CTA in two copies of 1120; 12 slots hold the lag's three slices and more
     plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
-    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0)
+    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0, 0)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():
@@ -86,8 +109,9 @@ def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span
 
 
 def test_held_kernel_compiles_for_hopper_without_spills(hopper_build):
-    # the held kernel for fp16, bf16 and fp32 at 8, 12 and 16 apply warps
-    assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 9
+    # the held kernel for fp16, bf16 and fp32 at 8, 12 and 16 apply warps, and for fp16 and bf16 at 12 apply warps
+    # holding chunks in registers
+    assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 11
 
 
 @pytest.mark.parametrize("name, takes_held", [("NVIDIA H200", True), ("NVIDIA H200 NVL", True),

@@ -123,7 +123,7 @@ _STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict
 # v19: the statistics and the apply on separate warps (kHeldStatWarps and _HELD_WARPS), the exchange's weight, bias
 # and pivot loaded a unit ahead, publishing and preparing on separate warps; partials tagged by a device epoch as well
 # as the call, so that CUDA graph replays tell their partials apart (ledger L0070-L0072); y stored with st.global.cs
-# (L0073).
+# (L0073). v20: where the ring holds no lag, a unit's first chunks held in the apply warps' registers (_HELD_NO_LAG).
 _HELD = True
 _HELD_DTYPES = (torch.float16, torch.bfloat16)
 _HELD_GPUS = ("H200",)             # a substring of the device name
@@ -138,10 +138,14 @@ _HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kerne
                                    # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
                                    # 0-12% (2afff74-held.json)
 _HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
-# (apply warps, TMA stores, copy size) where the ring holds no lag (the 17.8 MB groups of c256_t17_256x256): v18 took
-# TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7% faster (389.5 against 418.1
-# us by graph replay, c3684b9-no-lag.json)
-_HELD_NO_LAG = (12, False, 1024)
+# (apply warps, TMA stores, copy size, chunks in registers) where the ring holds no lag (the 17.8 MB groups of
+# c256_t17_256x256): v18 took TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7%
+# faster (389.5 against 418.1 us by graph replay, c3684b9-no-lag.json). v20: 12 KB copies (two vectors an apply
+# thread), the apply warps holding up to _HELD_REG_CHUNKS of a unit's chunks in registers so that ring and registers
+# hold two slices: the next unit's statistics, and the grid's exchange of them, no longer wait for this unit's apply
+_HELD_NO_LAG = (12, False, 768, 4)
+_HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
+_HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -770,15 +774,18 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store) for the held kernel, or None when
-    it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks) for the held kernel, or
+    None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
     512-byte boundary, and at most one channel long so that a slice spans at most two channels. A slice is copied in
     `chunks` near-equal chunks of `chunk_vecs` (at most _HELD_CHUNK_VECS, and _HELD_UNROLL per apply thread) into a
     ring of `ring_slots` chunk slots, which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the
-    largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says."""
+    largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says, its apply warps holding
+    `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
+    _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry (16-bit x, chunks of _HELD_REG_PER_THREAD vectors a
+    thread at most)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -794,14 +801,17 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
         return chunks, chunk_vecs, ring_slots, lag
 
-    warps, tma_store = _HELD_WARPS, _HELD_TMA_STORE
+    warps, tma_store, reg_chunks = _HELD_WARPS, _HELD_TMA_STORE, 0
     chunks, chunk_vecs, ring_slots, lag = geometry(warps)
     if lag == 0:
-        warps, tma_store, most = _HELD_NO_LAG
+        warps, tma_store, most, reg_most = _HELD_NO_LAG
         chunks, chunk_vecs, ring_slots, lag = geometry(warps, most)
+        if elem == 2 and warps == _HELD_REG_WARPS and not tma_store \
+                and chunk_vecs <= _HELD_REG_PER_THREAD * warps * 32:
+            reg_chunks = max(0, min(reg_most, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

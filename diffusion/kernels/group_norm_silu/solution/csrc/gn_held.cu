@@ -118,6 +118,17 @@ __device__ __forceinline__ void load_round(const uint4* slot, int n, int g, uint
   }
 }
 
+// y = silu(x a + c) over a vector's elements, in place; kc = (a, c, -a log2 e, -c log2 e).
+template <int VE>
+__device__ __forceinline__ void silu_affine(float (&f)[VE], float4 kc) {
+#pragma unroll
+  for (int e = 0; e < VE; ++e) {
+    // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
+    const float z = fmaf(f[e], kc.x, kc.y);
+    f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
+  }
+}
+
 // y = silu(x a + c) into dst; a vector's channel is k0's below `split` (slice-relative: first + v), else k1's.
 // kStreaming: y to global memory with st.global.cs (evict first; 1-5% faster on the six large rows than plain stores,
 // ledger L0073); else into the ring slot, for the TMA store.
@@ -134,12 +145,7 @@ __device__ __forceinline__ void apply_round(const uint4* slot, uint4* dst, int n
     const float4 kc = first + v < split ? k0 : k1;
     float f[VE];
     V::unpack(q[i], f);
-#pragma unroll
-    for (int e = 0; e < VE; ++e) {
-      // silu(z) = z / (1 + 2^(-z log2 e)); 1 + 2^... = inf gives -0, the limit
-      const float z = fmaf(f[e], kc.x, kc.y);
-      f[e] = z * rcp_approx(1.f + ex2_approx(fmaf(f[e], kc.z, kc.w)));
-    }
+    silu_affine(f, kc);
     if (v < n) {
       if constexpr (kStreaming)
         __stcs(dst + v, V::pack(f));
@@ -181,7 +187,7 @@ __device__ __forceinline__ void for_rounds(int n, int g, F&& f) {
   }
 }
 
-template <typename T, int kStat, int kApply>
+template <typename T, int kStat, int kApply, bool kRegs>
 __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(HeldParams p, DType wb) {
   constexpr int kStatThreads = kStat * 32, kApplyThreads = kApply * 32;
   constexpr int kCopyWarp = kStat + kApply, kSyncWarp = kCopyWarp + 1, kPubWarp = kSyncWarp + 1;
@@ -434,20 +440,49 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   // warp to store with TMA.
   const int g = tid - kStatThreads;
   uint4* y = static_cast<uint4*>(p.y);
+  // kRegs: the unit's first `held` chunks move into registers as soon as this CTA's statistics have read them, and
+  // their slots go back to the copy warp before the grid's exchange. Where the ring holds one slice and less than
+  // two (17.8 MB groups), the next unit's copies then finish while this unit's exchange is still out, and the
+  // exchange of the next unit overlaps this unit's apply, as a lag of one would.
+  constexpr int kPer = kHeldRegVecs / kHeldRegChunks;  // a thread's vectors of a held chunk (the plan's promise)
+  uint4 regs[kRegs ? kHeldRegVecs : 1];
+  const int held = kRegs ? min(p.reg_chunks, chunks) : 0;
   Slot ap;
   for (int u = 0; u < p.units; ++u) {
+    if constexpr (kRegs) {
+      mbar_wait(part_ready + u % kHeldPartBufs, (u / kHeldPartBufs) & 1);  // the statistics are done with unit u
+#pragma unroll
+      for (int r = 0; r < kHeldRegChunks; ++r) {
+        if (r < held) {
+          mbar_wait(full + ap.s, ap.phase);  // complete: orders the TMA's writes for this warp
+          const uint4* slot = ring + ap.s * p.chunk_vecs;
+          const int n = min(p.chunk_vecs, len - r * p.chunk_vecs);
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            const int v = g + i * kApplyThreads;
+            regs[r * kPer + i] = v < n ? slot[v] : make_uint4(0u, 0u, 0u, 0u);
+          }
+          __syncwarp();
+          if (lane == 0) mbar_arrive(empty + ap.s);
+          ap.next(p.ring_slots);
+        }
+      }
+    }
     mbar_wait(&coef_ready, u & 1);
     const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
     if (lane == 0) mbar_arrive(&coef_taken);
     uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
-    for (int k = 0; k < chunks; ++k) {
+    // The ring's chunks first, so that their slots go back as early as they can.
+    for (int k = held; k < chunks; ++k) {
       mbar_wait(full + ap.s, ap.phase);  // long complete (the statistics waited on it): orders the TMA's writes
       uint4* slot = ring + ap.s * p.chunk_vecs;
       const int first = k * p.chunk_vecs;
       const int n = min(p.chunk_vecs, len - first);
       uint4* out = p.tma_store ? slot : dst + first;
-      if (!p.tma_store)
+      if constexpr (kRegs)  // chunks of kPer vectors a thread at most: one round
+        apply_round<T, kPer, kApplyThreads, true>(slot, out, n, g, first, split, k0, k1);
+      else if (!p.tma_store)
         for_rounds<kApplyThreads>(n, g, [&](int base, int m, auto kk) {
           apply_round<T, decltype(kk)::value, kApplyThreads, true>(slot + base, out + base, m, g, first + base,
                                                                    split, k0, k1);
@@ -462,19 +497,41 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);
     }
+    if constexpr (kRegs) {
+#pragma unroll
+      for (int r = 0; r < kHeldRegChunks; ++r) {
+        const int first = r * p.chunk_vecs, n = min(p.chunk_vecs, len - first);
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const int v = g + i * kApplyThreads;
+          if (r < held && v < n) {
+            float f[VE];
+            V::unpack(regs[r * kPer + i], f);
+            silu_affine(f, first + v < split ? k0 : k1);
+            __stcs(dst + first + v, V::pack(f));
+          }
+        }
+      }
+    }
   }
 }
 
-template <typename T, int kStat, int kApply>
+template <typename T, int kStat, int kApply, bool kRegs = false>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
   static size_t opted[64] = {};
-  return launch_grid(gn_held_kernel<T, kStat, kApply>, opted, p.ctas, (kStat + kApply) * 32 + 96,
+  return launch_grid(gn_held_kernel<T, kStat, kApply, kRegs>, opted, p.ctas, (kStat + kApply) * 32 + 96,
                      static_cast<size_t>(p.ring_slots) * p.chunk_vecs * 16, true, stream, p, wb);
 }
 
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
   constexpr int S = kHeldStatWarps;
+  if (p.reg_chunks > 0) {  // 16-bit x at kHeldRegWarps apply warps only (the binding checks)
+    if constexpr (std::is_same<T, float>::value)
+      return cudaErrorInvalidValue;
+    else
+      return launch_held_typed<T, S, kHeldRegWarps, true>(p, wb, stream);
+  }
   switch (p.warps) {
     case 8: return launch_held_typed<T, S, 8>(p, wb, stream);
     case 12: return launch_held_typed<T, S, 12>(p, wb, stream);

@@ -101,6 +101,8 @@ struct HeldParams : GroupCall {
   int lag;
   int warps;               // apply warps: 8, 12 or 16 (with kHeldStatWarps statistics warps)
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the apply warps
+  int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
+                           // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
@@ -111,6 +113,9 @@ constexpr int kHeldMaxCtas = 256;                // the preparing warp merges up
 constexpr int kHeldMaxLag = 7;
 constexpr int kHeldUnroll = 4;                   // vectors per thread in a round of a chunk
 constexpr int kHeldPartBufs = 8;                 // units of warp partials the statistics may run ahead of the publisher
+constexpr int kHeldRegVecs = 8;                  // vectors an apply thread holds in registers (reg_chunks > 0),
+constexpr int kHeldRegChunks = 4;                // of this many chunks at most (so chunk_vecs <= 2 a thread)
+constexpr int kHeldRegWarps = 12;                // the apply warps of the instantiation that holds them
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
