@@ -141,9 +141,11 @@ _HELD_TMA_STORE = False            # v18: y written back into the ring and store
 # (apply warps, TMA stores, copy size, chunks in registers) where the ring holds no lag (the 17.8 MB groups of
 # c256_t17_256x256): v18 took TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7%
 # faster (389.5 against 418.1 us by graph replay, c3684b9-no-lag.json). v20: 12 KB copies (two vectors an apply
-# thread), the apply warps holding up to _HELD_REG_CHUNKS of a unit's chunks in registers so that ring and registers
-# hold two slices: the next unit's statistics, and the grid's exchange of them, no longer wait for this unit's apply
-_HELD_NO_LAG = (12, False, 768, 4)
+# thread), the apply warps holding up to 6 of a unit's chunks in registers (kHeldRegChunks), so that ring and
+# registers hold two slices and the spare slots: the next unit's statistics, and the grid's exchange of them, no
+# longer wait for this unit's apply (4 chunks, two slices and no spare: 331.2 against v19's 373.4 us by graph
+# replay, da404b3-no-lag-regs.json)
+_HELD_NO_LAG = (12, False, 768, 6)
 _HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
 _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
