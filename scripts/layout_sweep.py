@@ -2,8 +2,9 @@
 
 A variant replaces one of the candidate's layout functions (module attribute) for the whole run; each row is checked
 against the oracle and timed by CUDA-graph replay (the graph_us method of the harness, without its interleaving and
-statistics), and by back-to-back calls between two events (device_us's method; printed as graph/stream us). Only
-for picking defaults: the numbers a campaign reports come from `kda bench`.
+statistics), and by back-to-back calls between two events (device_us's method; printed as graph/stream us); with
+`--rounds N`, N times each, the variants interleaved, medians reported with the graph times' range. Only for picking
+defaults: the numbers a campaign reports come from `kda bench`.
 
     python3 scripts/layout_sweep.py cutedsl_norm_scale_shift --rows a,b --out sweep.json
 
@@ -334,6 +335,13 @@ def copy_share(nbytes: int, us: float, copy_tbps: float) -> float:
     return nbytes / (us * 1e-6) / 1e12 / copy_tbps
 
 
+def round_order(names, r):
+    """The variants in round r's order: rotated by r, so that over len(names) rounds each goes first once and a drift
+    of the clocks or the memory does not favour one variant."""
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
 def _graph_us(steps, calls=10, replays=15):
     """Median time per repetition of `steps` (a callable, or callables run in order) over replays of one CUDA graph
     of `calls` repetitions."""
@@ -410,6 +418,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--kernels", action="store_true", help="also each kernel's GPU time per call (torch.profiler)")
     ap.add_argument("--compile", action="store_true", help="time the torch.compile peer too")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every variant this many times, the variants interleaved (each round in another "
+                         "order); the medians are reported, each round's times kept in the JSON")
     ap.add_argument("--copy", action="store_true",
                     help="also print the best variant's share of the copy bandwidth the harness measures (1 GiB "
                          "device copy, kda.harness.timing), for the bytes the adapter says the row moves")
@@ -447,17 +458,28 @@ def main(argv=None):
             rec["compile_stream_us"] = _stream_us(peer)
             if args.kernels:
                 rec["compile_kernel_us"] = _kernel_us(peer)
-        for name, patch in variants.items():
-            with patched(module, patch):
-                ad.call_candidate(sol, row, inp, out)
-                worst = worst_norm_err(out, ref, specs, tol)
-                us = _graph_us(lambda: ad.call_candidate(sol, row, inp, out))
-                rec["variants"][name] = {"graph_us": us, "stream_us": _stream_us(lambda: ad.call_candidate(
-                    sol, row, inp, out)), "worst_norm_err": worst}
-                if args.kernels:
-                    rec["variants"][name]["kernel_us"] = _kernel_us(lambda: ad.call_candidate(sol, row, inp, out))
+        names = list(variants)
+        rounds = {k: {"graph_us": [], "stream_us": []} for k in names}
+        for r in range(args.rounds):
+            for name in round_order(names, r):
+                with patched(module, variants[name]):
+                    if r == 0:
+                        ad.call_candidate(sol, row, inp, out)
+                        rec["variants"][name] = {"worst_norm_err": worst_norm_err(out, ref, specs, tol)}
+                        if args.kernels:
+                            rec["variants"][name]["kernel_us"] = _kernel_us(
+                                lambda: ad.call_candidate(sol, row, inp, out))
+                    rounds[name]["graph_us"].append(_graph_us(lambda: ad.call_candidate(sol, row, inp, out)))
+                    rounds[name]["stream_us"].append(_stream_us(lambda: ad.call_candidate(sol, row, inp, out)))
+        for name in names:
+            for key, vals in rounds[name].items():
+                rec["variants"][name][key] = statistics.median(vals)
+                if args.rounds > 1:
+                    rec["variants"][name][key + "_rounds"] = vals
         best = min(rec["variants"], key=lambda k: rec["variants"][k]["graph_us"])
         line = " ".join(f"{k}={v['graph_us']:.1f}/{v['stream_us']:.1f}" + ("!" if v["worst_norm_err"] > 1 else "")
+                        + (f"[{min(v['graph_us_rounds']):.1f}-{max(v['graph_us_rounds']):.1f}]"
+                           if "graph_us_rounds" in v else "")
                         + ("(" + "+".join(f"{t:.1f}" for t in v["kernel_us"].values()) + ")" if "kernel_us" in v else "")
                         for k, v in rec["variants"].items())
         base = f" baseline={rec['baseline_us']:.1f}/{rec['baseline_stream_us']:.1f}" if "baseline_us" in rec else ""

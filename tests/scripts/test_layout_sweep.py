@@ -68,3 +68,12 @@ def test_copy_share_is_the_harness_copy_fraction():
     # 302 MB in 151.5 us against 2.85 TB/s: the harness's copy_frac of 0.70 for that row and rate
     assert abs(SWEEP.copy_share(301_991_936, 151.5, 2.85) - 301_991_936 / 151.5e-6 / 2.85e12) < 1e-12
     assert 0.69 < SWEEP.copy_share(301_991_936, 151.5, 2.85) < 0.71
+
+
+def test_rounds_rotate_the_variants_so_each_goes_first_once():
+    names = ["a", "b", "c"]
+    orders = [SWEEP.round_order(names, r) for r in range(4)]
+    assert orders[:3] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert orders[3] == orders[0]
+    assert all(sorted(o) == names for o in orders)  # every variant timed every round
+    assert SWEEP.round_order(["only"], 5) == ["only"]
