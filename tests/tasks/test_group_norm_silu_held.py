@@ -70,29 +70,39 @@ def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
     # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple). At 12 apply warps,
     # six copies of 1408 vectors (22 KB; a round of 4 a thread) and 10 slots: too few for a second slice. So as
     # _HELD_NO_LAG says: 12 apply warps, plain stores, copies of at most 768 vectors (two an apply thread): eleven of
-    # 768 (12 KB) and 18 slots, and 6 chunks in registers, so that ring and registers hold two slices (22 chunks)
-    # and the two spare slots
-    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 768, 6)
+    # 768 (12 KB) and 18 slots, and 4 chunks in registers, so that ring and registers hold two slices (22 chunks)
+    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 768, 4)
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan == (132, 8448, 11, 768, 18, 0, 12, 0, 6)
+    assert plan == (132, 8448, 11, 768, 18, 0, 12, 0, 4)
 
 
 def test_chunks_in_registers_only_where_the_no_lag_plan_can_hold_them(monkeypatch):
     shape = _geometry((1, 256, 17, 256, 256), 2)
     # as v19 ran it: 16 KB copies, three vectors a thread of a chunk, more than the kernel's registers take
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 1024, 6))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 1024, 4))
     assert IMPL.held_plan(*shape, SMS, SMEM) == (132, 8448, 9, 960, 14, 0, 12, 0, 0)
     # TMA stores write y back into the ring: no registers
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, True, 768, 6))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, True, 768, 4))
     assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 0
     # 16 apply warps: not the instantiation that holds registers
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (16, False, 768, 6))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (16, False, 768, 4))
     assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 0
     # fewer allowed: as many as allowed; more: as many as two slices and the spare slots need
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 2))
     assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 2
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 9))
-    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 6
+    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == IMPL._HELD_REG_CHUNKS == 4  # what the kernel can hold
+    monkeypatch.setattr(IMPL, "_HELD_REG_CHUNKS", 8)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 6  # two slices and the spare slots: 24 of 18 + 6
+
+
+def test_the_register_limits_mirror_the_kernel_header():
+    import re
+    header = (IMPL._EXT.csrc / "gn_resident.h").read_text()
+    consts = {k: int(v) for k, v in re.findall(r"constexpr int (kHeldReg\w+) = (\d+);", header)}
+    assert consts == {"kHeldRegVecs": 8, "kHeldRegChunks": 4, "kHeldRegWarps": 12}
+    assert IMPL._HELD_REG_CHUNKS == consts["kHeldRegChunks"] and IMPL._HELD_REG_WARPS == consts["kHeldRegWarps"]
+    assert IMPL._HELD_REG_PER_THREAD == consts["kHeldRegVecs"] // consts["kHeldRegChunks"]
 
 
 def test_a_4_7_mb_group_takes_the_default_lag():

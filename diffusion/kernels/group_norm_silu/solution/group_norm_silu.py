@@ -69,6 +69,9 @@ Design:
   preparing on separate warps, y stored with st.global.cs, and the no-lag row back to plain stores (ledger
   L0070-L0073). Its partials' tags take an epoch kept on the device: v17-v18's host-side tags were frozen into CUDA
   graphs, whose replays on new inputs could read the last replay's partials (ledger L0072).
+- v20: where the held kernel's ring holds one slice and not two (c256_t17_256x256), its apply warps hold a unit's
+  first chunks in registers once the statistics have read them, freeing their slots before the grid's exchange
+  (ledger L0074).
 
 """
 import math
@@ -141,12 +144,14 @@ _HELD_TMA_STORE = False            # v18: y written back into the ring and store
 # (apply warps, TMA stores, copy size, chunks in registers) where the ring holds no lag (the 17.8 MB groups of
 # c256_t17_256x256): v18 took TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7%
 # faster (389.5 against 418.1 us by graph replay, c3684b9-no-lag.json). v20: 12 KB copies (two vectors an apply
-# thread), the apply warps holding up to 6 of a unit's chunks in registers (kHeldRegChunks), so that ring and
-# registers hold two slices and the spare slots: the next unit's statistics, and the grid's exchange of them, no
-# longer wait for this unit's apply (4 chunks, two slices and no spare: 331.2 against v19's 373.4 us by graph
-# replay, da404b3-no-lag-regs.json)
-_HELD_NO_LAG = (12, False, 768, 6)
+# thread), the apply warps holding 4 of a unit's chunks in registers (kHeldRegChunks), so that ring and registers
+# hold two slices: the next unit's statistics, and the grid's exchange of them, no longer wait for this unit's apply.
+# Eight interleaved rounds by graph replay (ba752e3-no-lag-regs-rounds.json): 333.3 us against v19's 373.6, 361.8 at
+# 12 KB copies without registers, 350.0 with 2 chunks; 6 chunks (two slices and the two spare slots, a build
+# holding 12 vectors a thread) 336.8, no faster
+_HELD_NO_LAG = (12, False, 768, 4)
 _HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
+_HELD_REG_CHUNKS = 4               # kHeldRegChunks: the chunks it can hold, at most,
 _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
@@ -786,8 +791,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     ring of `ring_slots` chunk slots, which must hold lag + 1 slices and _HELD_SPARE_SLOTS more; the lag is the
     largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says, its apply warps holding
     `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
-    _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry (16-bit x, chunks of _HELD_REG_PER_THREAD vectors a
-    thread at most)."""
+    _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry and _HELD_REG_CHUNKS (16-bit x, chunks of
+    _HELD_REG_PER_THREAD vectors a thread at most)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -810,7 +815,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         chunks, chunk_vecs, ring_slots, lag = geometry(warps, most)
         if elem == 2 and warps == _HELD_REG_WARPS and not tma_store \
                 and chunk_vecs <= _HELD_REG_PER_THREAD * warps * 32:
-            reg_chunks = max(0, min(reg_most, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
+            reg_chunks = max(0, min(reg_most, _HELD_REG_CHUNKS, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
     if lag < 0:
         return None
     return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks

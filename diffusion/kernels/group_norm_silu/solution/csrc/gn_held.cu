@@ -15,6 +15,8 @@
 // statistics warps leave it) and a preparing warp (reads the grid's partials, writes the coefficients). v17-v18 ran
 // statistics then apply on the same warps and both exchange roles on one warp; with every role's wait cycles counted
 // per CTA, the statistics' tensor-core latency and the exchange's global round trips set the pace (ledger L0070-L0071).
+// v20 (kRegs): where the ring holds one slice and not two, the apply warps also keep a unit's first chunks in
+// registers from its statistics to its apply (ledger L0074).
 #include "gn_common.cuh"
 
 #include <cstdint>

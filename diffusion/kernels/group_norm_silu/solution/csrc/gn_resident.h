@@ -113,8 +113,8 @@ constexpr int kHeldMaxCtas = 256;                // the preparing warp merges up
 constexpr int kHeldMaxLag = 7;
 constexpr int kHeldUnroll = 4;                   // vectors per thread in a round of a chunk
 constexpr int kHeldPartBufs = 8;                 // units of warp partials the statistics may run ahead of the publisher
-constexpr int kHeldRegVecs = 12;                 // vectors an apply thread holds in registers (reg_chunks > 0),
-constexpr int kHeldRegChunks = 6;                // of this many chunks at most (so chunk_vecs <= 2 a thread)
+constexpr int kHeldRegVecs = 8;                  // vectors an apply thread holds in registers (reg_chunks > 0),
+constexpr int kHeldRegChunks = 4;                // of this many chunks at most (so chunk_vecs <= 2 a thread)
 constexpr int kHeldRegWarps = 12;                // the apply warps of the instantiation that holds them
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
