@@ -42,7 +42,8 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks = plan
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch = plan
+    assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
     assert tma_store in (0, 1)
     assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
     if reg_chunks:  # only the instantiation that holds them, each thread's share of a chunk within its registers
@@ -73,27 +74,37 @@ def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
     # 768 (12 KB) and 18 slots, and 4 chunks in registers, so that ring and registers hold two slices (22 chunks)
     assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 768, 4)
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
-    assert plan == (132, 8448, 11, 768, 18, 0, 12, 0, 4)
+    assert plan[:9] == (132, 8448, 11, 768, 18, 0, 12, 0, 4)
 
 
 def test_chunks_in_registers_only_where_the_no_lag_plan_can_hold_them(monkeypatch):
     shape = _geometry((1, 256, 17, 256, 256), 2)
     # as v19 ran it: 16 KB copies, three vectors a thread of a chunk, more than the kernel's registers take
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 1024, 4))
-    assert IMPL.held_plan(*shape, SMS, SMEM) == (132, 8448, 9, 960, 14, 0, 12, 0, 0)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[:9] == (132, 8448, 9, 960, 14, 0, 12, 0, 0)
     # TMA stores write y back into the ring: no registers
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, True, 768, 4))
-    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 0
+    assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 0
     # 16 apply warps: not the instantiation that holds registers
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (16, False, 768, 4))
-    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 0
+    assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 0
     # fewer allowed: as many as allowed; more: as many as two slices and the spare slots need
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 2))
-    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 2
+    assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 2
     monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 9))
-    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == IMPL._HELD_REG_CHUNKS == 4  # what the kernel can hold
+    assert IMPL.held_plan(*shape, SMS, SMEM)[8] == IMPL._HELD_REG_CHUNKS == 4  # what the kernel can hold
     monkeypatch.setattr(IMPL, "_HELD_REG_CHUNKS", 8)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[-1] == 6  # two slices and the spare slots: 24 of 18 + 6
+    assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 6  # two slices and the spare slots: 24 of 18 + 6
+
+
+def test_prefetch_rounds_the_bytes_up_to_whole_chunks_and_stays_off_with_tma_stores(monkeypatch):
+    shape = _geometry((1, 512, 9, 128, 128), 2)  # copies of 1120 vectors (17.5 KB)
+    monkeypatch.setattr(IMPL, "_HELD_PREFETCH_BYTES", 0)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
+    monkeypatch.setattr(IMPL, "_HELD_PREFETCH_BYTES", 64 << 10)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 4  # 64 KB: 3.7 copies
+    monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
 
 
 def test_the_register_limits_mirror_the_kernel_header():
@@ -108,7 +119,7 @@ def test_the_register_limits_mirror_the_kernel_header():
 def test_a_4_7_mb_group_takes_the_default_lag():
     # c512 t9 128x128: 2240 vectors a CTA in two copies of 1120; 12 slots hold the lag's three slices and more
     plan = IMPL.held_plan(*_geometry((1, 512, 9, 128, 128), 2), SMS, SMEM)
-    assert plan == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0, 0)
+    assert plan[:9] == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0, 0)
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():

@@ -153,6 +153,7 @@ _HELD_NO_LAG = (12, False, 768, 4)
 _HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
 _HELD_REG_CHUNKS = 4               # kHeldRegChunks: the chunks it can hold, at most,
 _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
+_HELD_PREFETCH_BYTES = 0          # v21: x the copy warp prefetches into the L2 ahead of its copies, per CTA (0: none)
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -781,8 +782,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks) for the held kernel, or
-    None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch) for the held
+    kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -792,7 +793,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says, its apply warps holding
     `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
     _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry and _HELD_REG_CHUNKS (16-bit x, chunks of
-    _HELD_REG_PER_THREAD vectors a thread at most)."""
+    _HELD_REG_PER_THREAD vectors a thread at most). The copy warp prefetches `prefetch` chunks ahead into the L2
+    (_HELD_PREFETCH_BYTES, rounded up to whole chunks; not with TMA stores)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -818,7 +820,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
             reg_chunks = max(0, min(reg_most, _HELD_REG_CHUNKS, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
     if lag < 0:
         return None
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks
+    prefetch = 0 if tma_store else cdiv(_HELD_PREFETCH_BYTES, 16 * chunk_vecs)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -40,6 +40,12 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
       : "memory");
 }
 
+// `bytes` (a multiple of 16) of global memory into the L2, nothing waiting on it.
+__device__ __forceinline__ void bulk_prefetch(const void* src, unsigned bytes, uint64_t pol) {
+  asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;\n" ::"l"(src), "r"(bytes), "l"(pol)
+               : "memory");
+}
+
 // `bytes` (a multiple of 16) from shared to global memory, as one bulk group of its own.
 __device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes, uint64_t pol) {
   asm volatile(
@@ -268,11 +274,21 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // y written before the CTA exits
       return;
     }
+    // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
+    // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
+    const uint64_t keep = l2_policy(true, false);
+    const int total = p.units * chunks;
     Slot at;
-    for (int u = 0; u < p.units; ++u) {
+    for (int u = 0, q = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
-      for (int k = 0; k < chunks; ++k) {
+      for (int k = 0; k < chunks; ++k, ++q) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+        const int f = q + p.prefetch;
+        if (p.prefetch > 0 && f >= p.ring_slots && f < total) {
+          const int fu = f / chunks, fk = f - fu * chunks;
+          bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
+                        16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+        }
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
         mbar_expect_tx(full + at.s, 16u * n);
         bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,

@@ -103,6 +103,7 @@ struct HeldParams : GroupCall {
   int tma_store;           // 1: y written back into the ring and stored by TMA; 0: stored by the apply warps
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
+  int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
