@@ -153,7 +153,10 @@ _HELD_NO_LAG = (12, False, 768, 4)
 _HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
 _HELD_REG_CHUNKS = 4               # kHeldRegChunks: the chunks it can hold, at most,
 _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
-_HELD_PREFETCH_BYTES = 0          # v21: x the copy warp prefetches into the L2 ahead of its copies, per CTA (0: none)
+# v21: x the copy warp prefetches into the L2 ahead of its copies, per CTA (0: none). 32 KB, in five interleaved
+# rounds by graph replay on the six large contiguous rows (960c43d-prefetch.json): 0.8-4.4% faster on the five with
+# a lag, 10.3% on the no-lag row; 64 KB a little behind it, 128 KB and more slower than none (the L2 evicts them)
+_HELD_PREFETCH_BYTES = 32 << 10
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
