@@ -19,11 +19,18 @@ def build_dir(name: str) -> Path:
 
 
 class CudaExtension:
-    """`compiled` are the .cu/.cpp files handed to the compiler; `headers` are hashed too."""
+    """`compiled` are the .cu/.cpp files handed to the compiler; `headers` are hashed too; `defines` are macros
+    defined for both compilers (a diagnostic build of the same sources: they are part of the module's name)."""
 
-    def __init__(self, prefix: str, csrc: Path, compiled: tuple[str, ...], headers: tuple[str, ...] = ()):
+    def __init__(self, prefix: str, csrc: Path, compiled: tuple[str, ...], headers: tuple[str, ...] = (),
+                 defines: tuple[str, ...] = ()):
         self.prefix, self.csrc, self.compiled, self.headers = prefix, Path(csrc), tuple(compiled), tuple(headers)
+        self.defines = tuple(defines)
         self._module = None
+
+    def with_defines(self, *defines: str) -> "CudaExtension":
+        """The same sources built with these macros defined as well, as a module of its own."""
+        return CudaExtension(self.prefix, self.csrc, self.compiled, self.headers, self.defines + tuple(defines))
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -33,6 +40,8 @@ class CudaExtension:
         digest = hashlib.sha256()
         for name in self.sources:
             digest.update(name.encode() + b"\0" + (self.csrc / name).read_bytes())
+        for macro in self.defines:
+            digest.update(b"-D" + macro.encode() + b"\0")
         return f"{self.prefix}_{digest.hexdigest()[:12]}"
 
     def load(self):
@@ -41,8 +50,9 @@ class CudaExtension:
             from torch.utils import cpp_extension
 
             name = self.module_name()
+            flags = [f"-D{m}" for m in self.defines]
             self._module = cpp_extension.load(
                 name=name, sources=[str(self.csrc / s) for s in self.compiled],
-                extra_cflags=["-O3", "-std=c++17"], extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo"],
+                extra_cflags=["-O3", "-std=c++17"] + flags, extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo"] + flags,
                 build_directory=str(build_dir(name)), verbose=False)
         return self._module

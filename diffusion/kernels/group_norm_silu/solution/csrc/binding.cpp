@@ -230,9 +230,21 @@ int64_t stream_ctas_per_sm(int64_t device) {
   return least;
 }
 
+#ifdef KDA_GN_TRACE
+// The last held call's global-timer stamps, [kHeldMaxCtas][kHeldTraceEvents] nanoseconds (a KDA_GN_TRACE build).
+at::Tensor held_trace() {
+  at::Tensor out = at::empty({kda_gn::kHeldMaxCtas, kda_gn::kHeldTraceEvents}, at::dtype(at::kLong));
+  C10_CUDA_CHECK(kda_gn::held_trace_copy(reinterpret_cast<unsigned long long*>(out.data_ptr<int64_t>())));
+  return out;
+}
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+#ifdef KDA_GN_TRACE
+  m.def("held_trace", &held_trace, "the last held call's global-timer stamps per CTA and event (nanoseconds)");
+#endif
   m.def("device_limits", &device_limits, "(multiprocessors, opt-in shared memory per block) of a CUDA device");
   m.def("run", &run, "silu(GroupNorm(x)) into out through the resident kernel; False: this call is not handled");
   m.def("run_stream", &run_stream,

@@ -23,6 +23,26 @@
 #include <type_traits>
 
 namespace kda_gn {
+
+#ifdef KDA_GN_TRACE
+// A diagnostic build (scripts/held_trace.py): each CTA stamps the global timer at kHeldTraceEvents points of a call.
+__device__ unsigned long long gn_held_trace[kHeldMaxCtas * kHeldTraceEvents];
+
+cudaError_t held_trace_copy(unsigned long long* host) {
+  return cudaMemcpyFromSymbol(host, gn_held_trace, sizeof(gn_held_trace));
+}
+#define GN_TRACE(event)                                                          \
+  do {                                                                           \
+    unsigned long long t_;                                                       \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                       \
+    gn_held_trace[blockIdx.x * kHeldTraceEvents + static_cast<int>(event)] = t_; \
+  } while (0)
+#else
+#define GN_TRACE(event) \
+  do {                  \
+  } while (0)
+#endif
+
 namespace {
 
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
@@ -216,6 +236,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
   const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
   if (tid == 0) {
+    GN_TRACE(HeldTrace::kStart);
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, kApply);
@@ -230,6 +251,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     epoch_now = *static_cast<volatile unsigned*>(p.epoch);
   }
   __syncthreads();  // the only CTA-wide barrier
+  if (tid == 0) GN_TRACE(HeldTrace::kReady);
   const unsigned tag = ((p.salt + epoch_now) << 1) | 1u;
   if (warp == kCopyWarp) {
     if (lane != 0) return;
@@ -294,8 +316,10 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,
                   full + at.s, pol);
         at.next(p.ring_slots);
+        if (q == p.ring_slots - 1) GN_TRACE(HeldTrace::kRingIssued);
       }
     }
+    GN_TRACE(HeldTrace::kLastCopy);
     return;
   }
 
@@ -346,6 +370,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         }
         __nanosleep(32);
       }
+      if (lane == 0 && u == 0) GN_TRACE(HeldTrace::kFirstExchanged);
+      if (lane == 0 && u == p.units - 1) GN_TRACE(HeldTrace::kLastExchanged);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
         s1 += __shfl_xor_sync(0xffffffffu, s1, o);
@@ -364,6 +390,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(&coef_ready);
+      if (lane == 0 && u == 0) GN_TRACE(HeldTrace::kFirstCoef);
     };
     // This CTA's partial of unit t, once every statistics warp has left its sums.
     auto publish = [&](int t) {
@@ -378,6 +405,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
       }
       if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
+      if (lane == 0 && t == 0) GN_TRACE(HeldTrace::kFirstPublished);
+      if (lane == 0 && t == p.units - 1) GN_TRACE(HeldTrace::kLastPublished);
     };
     // Each on its own warp, so that a unit's partial goes out as soon as the CTA has it, whatever the unit the grid
     // is still exchanging (v17c-v19c ran both on one warp, preparing unit t - lag before publishing unit t: a CTA
@@ -448,6 +477,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         mbar_wait(part_free + b, ((t / kHeldPartBufs) & 1) ^ 1u);  // the sync warp has read the buffer's last unit
         wpart[b][warp] = make_float2(s1, s2);
         mbar_arrive(part_ready + b);
+        if (warp == 0 && t == 0) GN_TRACE(HeldTrace::kFirstStats);
       }
     }
     return;
@@ -515,6 +545,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       if (lane == 0) mbar_arrive(empty + ap.s);
       ap.next(p.ring_slots);
     }
+    if (g == 0 && u == 0) GN_TRACE(HeldTrace::kFirstApplied);
     if constexpr (kRegs) {
 #pragma unroll
       for (int r = 0; r < kHeldRegChunks; ++r) {
@@ -532,6 +563,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       }
     }
   }
+  if (g == 0) GN_TRACE(HeldTrace::kApplyDone);
 }
 
 template <typename T, int kStat, int kApply, bool kRegs = false>

@@ -120,4 +120,24 @@ constexpr int kHeldRegWarps = 12;                // the apply warps of the insta
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
+// The points of a held call a KDA_GN_TRACE build stamps per CTA (scripts/held_trace.py reads them back).
+enum class HeldTrace : int {
+  kStart,            // the CTA began
+  kReady,            // its barriers set up, the epoch read
+  kRingIssued,       // the copy warp issued the copies that fill the ring
+  kFirstStats,       // statistics warp 0 left unit 0
+  kFirstPublished,   // the CTA's partial of unit 0 stored
+  kFirstExchanged,   // every CTA's partial of unit 0 seen
+  kFirstCoef,        // unit 0's coefficients out to the apply warps
+  kFirstApplied,     // apply warp 0 done with unit 0's ring chunks
+  kLastCopy,         // the copy warp issued its last copy
+  kLastPublished,    // the CTA's partial of the last unit stored
+  kLastExchanged,    // every CTA's partial of the last unit seen
+  kApplyDone,        // apply warp 0 done with every unit
+};
+constexpr int kHeldTraceEvents = 12;
+#ifdef KDA_GN_TRACE
+cudaError_t held_trace_copy(unsigned long long* host);  // kHeldMaxCtas * kHeldTraceEvents stamps, nanoseconds
+#endif
+
 }  // namespace kda_gn
