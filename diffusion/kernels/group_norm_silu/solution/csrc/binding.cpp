@@ -170,23 +170,24 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
   const int64_t group_vecs = (C / groups) * S * elem / 16, channel_vecs = S * elem / 16;
-  // Every CTA owns a non-empty slice of at most two channels that fits its chunks, and lag + 1 slices fit the ring
-  // (the kernel relies on all of it: a ring too small for them never frees the slot the next copy waits for).
+  // 16-bit x; every CTA owns a non-empty slice of at most two channels that fits its chunks, and lag + 1 slices fit
+  // the ring (the kernel relies on all of it: a ring too small for them never frees the slot the next copy waits for).
   TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kHeldMaxCtas && slice_vecs >= 1 && slice_vecs <= channel_vecs &&
                         (ctas - 1) * slice_vecs < group_vecs && ctas * slice_vecs >= group_vecs && chunks >= 1 &&
                         chunk_vecs >= 1 && (chunks - 1) * chunk_vecs < slice_vecs &&
                         chunks * chunk_vecs >= slice_vecs && lag >= 0 && lag <= kda_gn::kHeldMaxLag &&
                         ring_slots >= (lag + 1) * chunks && ring_slots <= kda_gn::kHeldMaxSlots &&
                         B * groups * group_vecs < (int64_t{1} << 40) && group_vecs < (int64_t{1} << 31) &&
-                        (warps == 8 || warps == 12 || warps == 16) && prefetch >= 0 && prefetch <= (1 << 20) &&
-                        reg_chunks >= 0 &&
-                        reg_chunks <= kda_gn::kHeldRegChunks &&
+                        elem == 2 && (warps == 8 || warps == 12 || warps == 16) && prefetch >= 0 &&
+                        prefetch <= (1 << 20) &&
+                        reg_chunks >= 0 && reg_chunks <= kda_gn::kHeldRegChunks &&
                         (reg_chunks == 0 ||
-                         (warps == kda_gn::kHeldRegWarps && elem == 2 && tma_store == 0 &&
+                         (warps == kda_gn::kHeldRegWarps && tma_store == 0 &&
                           chunk_vecs * kda_gn::kHeldRegChunks <= kda_gn::kHeldRegVecs * kda_gn::kHeldRegWarps * 32)),
-                    "group_norm_silu: inconsistent held plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
-                    chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ", ring_slots, ", lag ", lag, ", warps ", warps,
-                    ", tma_store ", tma_store, ", reg_chunks ", reg_chunks, ", prefetch ", prefetch, ")");
+                    "group_norm_silu: inconsistent held plan (x of ", elem, "-byte elements, ctas ", ctas,
+                    ", slice_vecs ", slice_vecs, ", chunks ", chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ",
+                    ring_slots, ", lag ", lag, ", warps ", warps, ", tma_store ", tma_store, ", reg_chunks ", reg_chunks,
+                    ", prefetch ", prefetch, ")");
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;

@@ -125,10 +125,7 @@ __device__ __forceinline__ unsigned unit_word(const void* x, int u, int group_ve
 // That element as a float.
 template <typename T>
 __device__ __forceinline__ float pivot_of(unsigned word) {
-  if constexpr (std::is_same<T, float>::value)
-    return __uint_as_float(word);
-  else
-    return Half2Ops<T>::low_to_float(word);
+  return Half2Ops<T>::low_to_float(word);
 }
 
 // A round of a chunk for one thread of a group of kThreads (`g`: its index in the group): its vectors g, g + kThreads,
@@ -235,6 +232,35 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
   // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
   const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
+  // Unit u's inputs besides x's copies and the partials: the weight and bias bits of this lane's channel (lanes 0, 1:
+  // the slice's channels in the group) and the unit's pivot word, loaded two units before prepare(u) uses them (v19:
+  // one unit; v17-v18 in the same step, a global round trip every apply warp of the grid waited on, ledger L0071).
+  // The first two units' and the statistics' first pivot are loaded before any copy is issued: behind the ring's
+  // first fill (~32 MB over the grid), the exchange of unit 0 ended ~6 us after the last CTA's partial went out
+  // (scripts/held_trace.py, 9c87dc5-held-trace.json).
+  struct Ahead {
+    unsigned w, b, word;
+  };
+  const int cl = c_first + lane;
+  const bool has_channel = lane < 2 && cl < p.cpg;
+  auto fetch = [&](int u) {
+    Ahead a{0u, 0u, 0u};
+    if (u < p.units) {
+      a.word = unit_word(p.x, u, p.group_vecs);
+      const int c = (u % p.groups) * p.cpg + cl;
+      if (has_channel && p.w) a.w = load_bits(p.w, c, wb);
+      if (has_channel && p.b) a.b = load_bits(p.b, c, wb);
+    }
+    return a;
+  };
+  Ahead a0{0u, 0u, 0u}, a1{0u, 0u, 0u};
+  unsigned word0 = 0u;
+  if (warp == kSyncWarp) {
+    a0 = fetch(0);
+    a1 = fetch(1);
+  } else if (warp < kStat) {
+    word0 = unit_word(p.x, 0, p.group_vecs);
+  }
   if (tid == 0) {
     GN_TRACE(HeldTrace::kStart);
     for (int s = 0; s < p.ring_slots; ++s) {
@@ -325,30 +351,10 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 
   if (warp == kSyncWarp || warp == kPubWarp) {  // the grid's exchange: one warp prepares, one publishes
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
-    // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
-    // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same
-    // step (v17-v19), each was a global-memory round trip that every apply warp of the grid waited on: the sync warp
-    // spent about two thirds of its time outside its waits (ledger L0071).
-    struct Ahead {
-      unsigned w, b, word;
-    };
-    const int cl = c_first + lane;
-    const bool has_channel = lane < 2 && cl < p.cpg;
-    auto fetch = [&](int u) {
-      Ahead a{0u, 0u, 0u};
-      if (u < p.units) {
-        a.word = unit_word(p.x, u, p.group_vecs);
-        const int c = (u % p.groups) * p.cpg + cl;
-        if (has_channel && p.w) a.w = load_bits(p.w, c, wb);
-        if (has_channel && p.b) a.b = load_bits(p.b, c, wb);
-      }
-      return a;
-    };
-    Ahead next = fetch(0);
     // The grid's statistics of unit u into the coefficients of this CTA's channels (u = 0, 1, ... in turn).
     auto prepare = [&](int u) {
-      const Ahead cur = next;
-      next = fetch(u + 1);
+      const Ahead cur = a0;
+      a0 = a1;
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
       for (;;) {
@@ -370,6 +376,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         }
         __nanosleep(32);
       }
+      a1 = fetch(u + 2);  // after the poll, so that no wait of the poll's is shared with these loads
       if (lane == 0 && u == 0) GN_TRACE(HeldTrace::kFirstExchanged);
       if (lane == 0 && u == p.units - 1) GN_TRACE(HeldTrace::kLastExchanged);
 #pragma unroll
@@ -423,59 +430,31 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 
   if (warp < kStat) {  // statistics of unit t, as soon as its chunks land
     Slot st;
-    unsigned word_next = unit_word(p.x, 0, p.group_vecs);
+    unsigned word_next = word0;
     for (int t = 0; t < p.units; ++t) {
       // Sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
       // cancellation), loaded a unit ahead.
       const unsigned word = word_next;
       if (t + 1 < p.units) word_next = unit_word(p.x, t + 1, p.group_vecs);
-      float s1 = 0.f, s2 = 0.f;
-      if constexpr (std::is_same<T, float>::value) {
-        const float piv = __uint_as_float(word);
-        for (int k = 0; k < chunks; ++k) {
-          mbar_wait(full + st.s, st.phase);
-          const uint4* slot = ring + st.s * p.chunk_vecs;
-          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          for (int v = tid; v < n; v += kStatThreads) {
-            float f[VE];
-            V::unpack(slot[v], f);
-#pragma unroll
-            for (int e = 0; e < VE; ++e) {
-              const float d = f[e] - piv;
-              s1 += d;
-              s2 = fmaf(d, d, s2);
-            }
-          }
-          st.next(p.ring_slots);
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-          s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-        }
-      } else {
-        // 16-bit x: d = x - pivot in x's type (a rounding of d, not of the sums), summed on the tensor cores: three
-        // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
-        // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
-        const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
-        TileSums<T> tile;
-        for (int k = 0; k < chunks; ++k) {
-          mbar_wait(full + st.s, st.phase);
-          const uint4* slot = ring + st.s * p.chunk_vecs;
-          const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-          for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
-            tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
-          });
-          st.next(p.ring_slots);
-        }
-        const float2 sq = tile.take();
-        s1 = sq.x;
-        s2 = sq.y;
+      // d = x - pivot in x's type (a rounding of d, not of the sums), summed on the tensor cores: three
+      // mma per warp-wide tile of 256 elements (v17d's FP32 sums: ~4 instructions an element, and the kernel was
+      // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
+      const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
+      TileSums<T> tile;
+      for (int k = 0; k < chunks; ++k) {
+        mbar_wait(full + st.s, st.phase);
+        const uint4* slot = ring + st.s * p.chunk_vecs;
+        const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+        for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
+          tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
+        });
+        st.next(p.ring_slots);
       }
+      const float2 sq = tile.take();
       if (lane == 0) {
         const int b = t % kHeldPartBufs;
         mbar_wait(part_free + b, ((t / kHeldPartBufs) & 1) ^ 1u);  // the sync warp has read the buffer's last unit
-        wpart[b][warp] = make_float2(s1, s2);
+        wpart[b][warp] = sq;
         mbar_arrive(part_ready + b);
         if (warp == 0 && t == 0) GN_TRACE(HeldTrace::kFirstStats);
       }
@@ -576,12 +555,7 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
   constexpr int S = kHeldStatWarps;
-  if (p.reg_chunks > 0) {  // 16-bit x at kHeldRegWarps apply warps only (the binding checks)
-    if constexpr (std::is_same<T, float>::value)
-      return cudaErrorInvalidValue;
-    else
-      return launch_held_typed<T, S, kHeldRegWarps, true>(p, wb, stream);
-  }
+  if (p.reg_chunks > 0) return launch_held_typed<T, S, kHeldRegWarps, true>(p, wb, stream);  // the binding checks
   switch (p.warps) {
     case 8: return launch_held_typed<T, S, 8>(p, wb, stream);
     case 12: return launch_held_typed<T, S, 12>(p, wb, stream);
@@ -595,7 +569,7 @@ cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cuda
   switch (x_dtype) {
     case DType::kFP16: return launch_held_warps<__half>(p, wb_dtype, stream);
     case DType::kBF16: return launch_held_warps<__nv_bfloat16>(p, wb_dtype, stream);
-    default: return launch_held_warps<float>(p, wb_dtype, stream);
+    default: return cudaErrorInvalidValue;  // 16-bit x only (the binding checks)
   }
 }
 
