@@ -232,35 +232,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
   // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
   const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
-  // Unit u's inputs besides x's copies and the partials: the weight and bias bits of this lane's channel (lanes 0, 1:
-  // the slice's channels in the group) and the unit's pivot word, loaded two units before prepare(u) uses them (v19:
-  // one unit; v17-v18 in the same step, a global round trip every apply warp of the grid waited on, ledger L0071).
-  // The first two units' and the statistics' first pivot are loaded before any copy is issued: behind the ring's
-  // first fill (~32 MB over the grid), the exchange of unit 0 ended ~6 us after the last CTA's partial went out
-  // (scripts/held_trace.py, 9c87dc5-held-trace.json).
-  struct Ahead {
-    unsigned w, b, word;
-  };
-  const int cl = c_first + lane;
-  const bool has_channel = lane < 2 && cl < p.cpg;
-  auto fetch = [&](int u) {
-    Ahead a{0u, 0u, 0u};
-    if (u < p.units) {
-      a.word = unit_word(p.x, u, p.group_vecs);
-      const int c = (u % p.groups) * p.cpg + cl;
-      if (has_channel && p.w) a.w = load_bits(p.w, c, wb);
-      if (has_channel && p.b) a.b = load_bits(p.b, c, wb);
-    }
-    return a;
-  };
-  Ahead a0{0u, 0u, 0u}, a1{0u, 0u, 0u};
-  unsigned word0 = 0u;
-  if (warp == kSyncWarp) {
-    a0 = fetch(0);
-    a1 = fetch(1);
-  } else if (warp < kStat) {
-    word0 = unit_word(p.x, 0, p.group_vecs);
-  }
   if (tid == 0) {
     GN_TRACE(HeldTrace::kStart);
     for (int s = 0; s < p.ring_slots; ++s) {
@@ -322,20 +293,32 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // y written before the CTA exits
       return;
     }
-    // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
-    // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
+    // Copies in flight: a CTA's copies come back through its share of the L2's return path in the order they were
+    // issued, and so does every other load of the CTA, the exchange's polls of the partials included: with the whole
+    // ring in flight at the start (~210 KB a CTA), unit 0's exchange ended ~7 us after the last partial went out
+    // (scripts/held_trace.py). p.inflight > 0: chunk q is issued only once chunk q - inflight has landed.
+    // p.prefetch: chunk f goes into the L2 (kept there until its copy reads it) when chunk f - prefetch is issued,
+    // every chunk from `lead` on (the first ones at the start), so that DRAM keeps reading whatever waits the copies.
     const uint64_t keep = l2_policy(true, false);
     const int total = p.units * chunks;
-    Slot at;
+    const int lead = p.inflight > 0 ? min(p.inflight, p.ring_slots) : p.ring_slots;
+    auto prefetch = [&](int f) {
+      const int fu = f / chunks, fk = f - fu * chunks;
+      bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
+                    16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+    };
+    if (p.prefetch > 0)
+      for (int f = lead; f < min(p.prefetch, total); ++f) prefetch(f);
+    Slot at, landed;
     for (int u = 0, q = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k, ++q) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
         const int f = q + p.prefetch;
-        if (p.prefetch > 0 && f >= p.ring_slots && f < total) {
-          const int fu = f / chunks, fk = f - fu * chunks;
-          bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
-                        16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+        if (p.prefetch > 0 && f >= lead && f < total) prefetch(f);
+        if (p.inflight > 0 && q >= p.inflight) {
+          mbar_wait(full + landed.s, landed.phase);
+          landed.next(p.ring_slots);
         }
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
         mbar_expect_tx(full + at.s, 16u * n);
@@ -351,10 +334,30 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 
   if (warp == kSyncWarp || warp == kPubWarp) {  // the grid's exchange: one warp prepares, one publishes
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
+    // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
+    // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same
+    // step (v17-v19), each was a global-memory round trip that every apply warp of the grid waited on: the sync warp
+    // spent about two thirds of its time outside its waits (ledger L0071).
+    struct Ahead {
+      unsigned w, b, word;
+    };
+    const int cl = c_first + lane;
+    const bool has_channel = lane < 2 && cl < p.cpg;
+    auto fetch = [&](int u) {
+      Ahead a{0u, 0u, 0u};
+      if (u < p.units) {
+        a.word = unit_word(p.x, u, p.group_vecs);
+        const int c = (u % p.groups) * p.cpg + cl;
+        if (has_channel && p.w) a.w = load_bits(p.w, c, wb);
+        if (has_channel && p.b) a.b = load_bits(p.b, c, wb);
+      }
+      return a;
+    };
+    Ahead next = fetch(0);
     // The grid's statistics of unit u into the coefficients of this CTA's channels (u = 0, 1, ... in turn).
     auto prepare = [&](int u) {
-      const Ahead cur = a0;
-      a0 = a1;
+      const Ahead cur = next;
+      next = fetch(u + 1);
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
       for (;;) {
@@ -376,7 +379,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         }
         __nanosleep(32);
       }
-      a1 = fetch(u + 2);  // after the poll, so that no wait of the poll's is shared with these loads
       if (lane == 0 && u == 0) GN_TRACE(HeldTrace::kFirstExchanged);
       if (lane == 0 && u == p.units - 1) GN_TRACE(HeldTrace::kLastExchanged);
 #pragma unroll
@@ -430,7 +432,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 
   if (warp < kStat) {  // statistics of unit t, as soon as its chunks land
     Slot st;
-    unsigned word_next = word0;
+    unsigned word_next = unit_word(p.x, 0, p.group_vecs);
     for (int t = 0; t < p.units; ++t) {
       // Sums of x - pivot, the unit's first element (every CTA's: its sums add up, no E[x^2] - mean^2
       // cancellation), loaded a unit ahead.
