@@ -244,9 +244,7 @@ def _group_norm_layouts():
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})
-    # v22: copies in flight capped at 32 to 96 KB a CTA, the prefetch 32 to 128 KB beyond them
-    out.update({f"held_if{i}k_pf{k}k": {"_HELD": True, "_HELD_INFLIGHT_BYTES": i << 10, "_HELD_PREFETCH_BYTES": k << 10}
-                for i in (32, 64, 96) for k in (32, 64, 128)})
+
     return m, out
 
 

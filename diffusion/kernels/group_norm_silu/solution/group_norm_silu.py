@@ -157,11 +157,6 @@ _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors 
 # rounds by graph replay on the six large contiguous rows (960c43d-prefetch.json): 0.8-4.4% faster on the five with
 # a lag, 10.3% on the no-lag row; 64 KB a little behind it, 128 KB and more slower than none (the L2 evicts them)
 _HELD_PREFETCH_BYTES = 32 << 10
-# v22: copies in flight per CTA at most (0: the ring's), rounded up to whole chunks; with a cap the prefetch counts
-# from it (chunk q + cap + prefetch into the L2 as chunk q is copied). A CTA's copies and loads come back in the order
-# they were issued: with the ring's ~210 KB in flight, the exchange of unit 0 ended ~7 us after its last partial
-# went out (scripts/held_trace.py, 9c87dc5-held-trace.json; 1c59c45-held-trace.json with its other loads first)
-_HELD_INFLIGHT_BYTES = 0
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -790,8 +785,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, inflight) for
-    the held kernel, or None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch) for the held
+    kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -801,10 +796,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     largest up to _HELD_LAG that fits. Where none fits, the kernel runs as _HELD_NO_LAG says, its apply warps holding
     `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
     _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry and _HELD_REG_CHUNKS (16-bit x, chunks of
-    _HELD_REG_PER_THREAD vectors a thread at most). The copy warp keeps at most `inflight` copies in flight
-    (_HELD_INFLIGHT_BYTES in whole chunks, at most the ring; 0: the ring) and prefetches `prefetch` chunks ahead of
-    its copies into the L2 (_HELD_PREFETCH_BYTES in whole chunks, beyond the in-flight cap where there is one; not
-    with TMA stores)."""
+    _HELD_REG_PER_THREAD vectors a thread at most). The copy warp prefetches `prefetch` chunks ahead into the L2
+    (_HELD_PREFETCH_BYTES, rounded up to whole chunks; not with TMA stores)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -830,12 +823,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
             reg_chunks = max(0, min(reg_most, _HELD_REG_CHUNKS, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
     if lag < 0:
         return None
-    inflight = 0 if tma_store else min(ring_slots, cdiv(_HELD_INFLIGHT_BYTES, 16 * chunk_vecs))
     prefetch = 0 if tma_store else cdiv(_HELD_PREFETCH_BYTES, 16 * chunk_vecs)
-    if prefetch and inflight:
-        prefetch += inflight
-    return (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch,
-            inflight)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

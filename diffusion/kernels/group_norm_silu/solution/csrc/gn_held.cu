@@ -293,32 +293,20 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // y written before the CTA exits
       return;
     }
-    // Copies in flight: a CTA's copies come back through its share of the L2's return path in the order they were
-    // issued, and so does every other load of the CTA, the exchange's polls of the partials included: with the whole
-    // ring in flight at the start (~210 KB a CTA), unit 0's exchange ended ~7 us after the last partial went out
-    // (scripts/held_trace.py). p.inflight > 0: chunk q is issued only once chunk q - inflight has landed.
-    // p.prefetch: chunk f goes into the L2 (kept there until its copy reads it) when chunk f - prefetch is issued,
-    // every chunk from `lead` on (the first ones at the start), so that DRAM keeps reading whatever waits the copies.
+    // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
+    // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
     const uint64_t keep = l2_policy(true, false);
     const int total = p.units * chunks;
-    const int lead = p.inflight > 0 ? min(p.inflight, p.ring_slots) : p.ring_slots;
-    auto prefetch = [&](int f) {
-      const int fu = f / chunks, fk = f - fu * chunks;
-      bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
-                    16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
-    };
-    if (p.prefetch > 0)
-      for (int f = lead; f < min(p.prefetch, total); ++f) prefetch(f);
-    Slot at, landed;
+    Slot at;
     for (int u = 0, q = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k, ++q) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
         const int f = q + p.prefetch;
-        if (p.prefetch > 0 && f >= lead && f < total) prefetch(f);
-        if (p.inflight > 0 && q >= p.inflight) {
-          mbar_wait(full + landed.s, landed.phase);
-          landed.next(p.ring_slots);
+        if (p.prefetch > 0 && f >= p.ring_slots && f < total) {
+          const int fu = f / chunks, fk = f - fu * chunks;
+          bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
+                        16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
         }
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
         mbar_expect_tx(full + at.s, 16u * n);
