@@ -7,6 +7,7 @@ regenerates the markdown in memory and fails if a committed file differs.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,7 +192,8 @@ COPY_SHARE = 0.85     # ... "at 85% or more of the measured copy bandwidth"
 def kernel_key(name: str) -> str:
     """A kernel's name without its return type, scope and parameter list: ncu and torch.profiler spell the rest
     differently (ncu writes `void <unnamed>::k<__half, 16>(P, D)` for torch's
-    `void ns::(anonymous namespace)::k<__half, 16>(ns::P, ns::D)`), and only the rest."""
+    `void ns::(anonymous namespace)::k<__half, 16>(ns::P, ns::D)`), and only the rest; a bool template argument as
+    1 or 0 (ncu's spelling of torch's true and false)."""
     s = name.strip()
     if s.endswith(")"):  # the parameter list: the outermost parenthesised group at the end
         depth = 0
@@ -205,7 +207,7 @@ def kernel_key(name: str) -> str:
         depth = max(0, depth + {"<": 1, ">": -1}.get(ch, 0))  # ncu's "unnamed>" closes nothing
         if depth == 0 and (ch == " " or s.startswith("::", i)):
             cut = i + (2 if ch == ":" else 1)
-    return s[cut:].strip()
+    return re.sub(r"\b(true|false)\b", lambda m: "1" if m.group(1) == "true" else "0", s[cut:].strip())
 
 
 def slow_large_rows(task_dir: Path, f: ResultsFile) -> list[tuple[dict, float, Path, dict | None]]:

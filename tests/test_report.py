@@ -116,6 +116,16 @@ def test_a_profile_matches_the_recorded_kernels_whatever_scope_ncu_writes(tmp_pa
     assert summary == {"kernels": [{"name": ncu_name}], "bound": "memory"}
 
 
+def test_bool_template_arguments_match_across_the_two_spellings():
+    from kda.report import kernel_key
+
+    torch_name = "void ns::(anonymous namespace)::k<__half, 4, 12, false>(ns::P, ns::D)"
+    assert kernel_key(torch_name) == kernel_key("void unnamed>::k<__half, 4, 12, 0>(P, D)")
+    assert kernel_key(torch_name) != kernel_key("void unnamed>::k<__half, 4, 12, 1>(P, D)")
+    assert kernel_key("void ns::k<true>(P)") == "k<1>"
+    assert kernel_key("void ns::falsehood<2>(P)") == "falsehood<2>"  # a word, not the argument
+
+
 def test_kernels_differing_in_template_arguments_do_not_match():
     from kda.report import kernel_key
 
