@@ -82,11 +82,14 @@ def _interpreter_autotune() -> None:
 
 
 def _interpreter_device_module() -> None:
-    """Under TRITON_INTERPRET the tensors live on the CPU, so `torch.get_device_module()` is torch.cpu, which lacks
+    """Under TRITON_INTERPRET the tensors live on the CPU, so `torch.get_device_module()` must be torch.cpu, which lacks
     the CUDA-only calls some upstream files make: norm.py sizes its autotune configs from
     `get_device_properties(current_device()).warp_size` at import time, and the one-pass RMS wrapper (and norm.py's
     training path) enter `torch.get_device_module().device(x.device)`. Give torch.cpu inert stand-ins (warp size 32,
     a null context); upstream source is untouched. Must run before the upstream files are imported.
+    torch 2.13 answers torch.cpu where no CUDA device is present; torch 2.14 answers torch.cuda for a CUDA build even
+    without a driver, whose current_device() then fails: without a CUDA device, the call with no device answers
+    torch.cpu.
     """
     import contextlib
     import types
@@ -96,6 +99,14 @@ def _interpreter_device_module() -> None:
         cpu.get_device_properties = lambda device=None: types.SimpleNamespace(name="Triton interpreter", warp_size=32)
     if not hasattr(cpu, "device"):
         cpu.device = lambda device=None: contextlib.nullcontext()
+    if not torch.cuda.is_available() and not getattr(torch.get_device_module, "_kda_cpu", False):
+        original = torch.get_device_module
+
+        def get_device_module(device=None):
+            return cpu if device is None else original(device)
+
+        get_device_module._kda_cpu = True
+        torch.get_device_module = get_device_module
 
 
 def baseline_skip_reason(cfg, device: str) -> str | None:

@@ -50,3 +50,27 @@ def test_run_calls_the_kernel_origin_check_outside_the_bench_branch():
             guards.append(ast.unparse(node.test))
     assert guards == ["self.gpu"], guards
 
+
+
+def test_the_interpreter_shim_answers_torch_cpu_for_the_current_device_module(monkeypatch):
+    # Upstream norm.py asks torch.get_device_module().current_device() at import; under the interpreter that must be
+    # torch.cpu with inert stand-ins, whichever module this torch answers without a GPU (2.14: torch.cuda)
+    import torch
+
+    from kda.harness import worker
+
+    monkeypatch.setattr(torch, "get_device_module", torch.get_device_module)
+    for name in ("get_device_properties", "device"):
+        if hasattr(torch.cpu, name):
+            monkeypatch.setattr(torch.cpu, name, getattr(torch.cpu, name))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    worker._interpreter_device_module()
+    mod = torch.get_device_module()
+    assert mod is torch.cpu
+    assert mod.get_device_properties(mod.current_device()).warp_size == 32
+    with mod.device("cpu"):
+        pass
+    assert torch.get_device_module("cpu") is torch.cpu  # a named device still goes to torch
+    shim = torch.get_device_module
+    worker._interpreter_device_module()
+    assert torch.get_device_module is shim  # not wrapped twice
