@@ -43,12 +43,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", required=True, help="comma-separated row ids of group_norm_silu")
     ap.add_argument("--calls", type=int, default=5, help="back-to-back calls; the last one's stamps are read")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=INT",
+                    help="set an integer knob of the candidate's module first (e.g. _HELD_HEAD=1); repeatable")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load("group_norm_silu")
     sol, ad = task.load_solution(), task.adapter
     impl = sys.modules[sol.__name__ + ".group_norm_silu"]
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if not hasattr(impl, name) or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--set {item}: expected NAME=INT with NAME a knob of {impl.__name__}")
+        setattr(impl, name, int(value))
     impl._EXT = impl._EXT.with_defines("KDA_GN_TRACE")
     ext = impl._EXT.load()
     results = []
@@ -72,7 +79,7 @@ def main(argv=None):
         print(f"{rid}: plan {tuple(plan[1])}, {per_call:.1f} us a call back to back", flush=True)
         for name, (lo, med, hi) in summary.items():
             print(f"  {name:16s} {lo:8.2f} {med:8.2f} {hi:8.2f} us", flush=True)
-        results.append({"row": rid, "plan": list(plan[1]), "call_us": per_call, "events": summary})
+        results.append({"row": rid, "plan": list(plan[1]), "set": args.set, "call_us": per_call, "events": summary})
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "rows": results}, f, indent=1)
