@@ -295,8 +295,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     }
     // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
     // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
-    // p.head (the start): 1, the ring's first fill beyond unit 0 goes into the L2 at once and into the ring only
-    // once unit 0 has landed; 2, only once unit 0's coefficients are out. A CTA's loads come back in the order they
+    // p.head (the start): 1, the ring's first fill beyond unit 0 goes into the L2 once unit 0's copies are issued and
+    // into the ring only once unit 0 has landed; 2, only once unit 0's coefficients are out. A CTA's loads come back in the order they
     // were issued, the exchange's polls included: with the whole first fill copied at once, unit 0's partials were
     // all out by 5.3 us and seen at 11.8 us (scripts/held_trace.py, 9c87dc5-held-trace.json).
     const uint64_t keep = l2_policy(true, false);
@@ -306,13 +306,13 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
                     16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
     };
-    if (p.head > 0)
-      for (int f = chunks; f < min(p.ring_slots, total); ++f) prefetch(f);
     Slot at;
     for (int u = 0, q = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k, ++q) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+        if (q == chunks && p.head > 0)  // behind unit 0's copies
+          for (int f = chunks; f < min(p.ring_slots, total); ++f) prefetch(f);
         if (q == chunks && p.head == 1) {
           Slot s0;
           for (int i = 0; i < chunks; ++i, s0.next(p.ring_slots)) mbar_wait(full + s0.s, s0.phase);
