@@ -39,23 +39,28 @@ def summarize(stamps, ctas: int) -> dict:
     return out
 
 
+def apply_sets(module, items) -> None:
+    """Each 'NAME=INT' of `items` set on `module` (a knob it has); a clear error for anything else."""
+    for item in items:
+        name, _, value = item.partition("=")
+        if not hasattr(module, name) or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--set {item}: expected NAME=INT with NAME a knob of {module.__name__}")
+        setattr(module, name, int(value))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", required=True, help="comma-separated row ids of group_norm_silu")
     ap.add_argument("--calls", type=int, default=5, help="back-to-back calls; the last one's stamps are read")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=INT",
-                    help="set an integer knob of the candidate's module first (e.g. _HELD_HEAD=1); repeatable")
+                    help="set an integer knob of the candidate's module first (e.g. _HELD_PREFETCH_BYTES=0); repeatable")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_grad_enabled(False)
     task = Task.load("group_norm_silu")
     sol, ad = task.load_solution(), task.adapter
     impl = sys.modules[sol.__name__ + ".group_norm_silu"]
-    for item in args.set:
-        name, _, value = item.partition("=")
-        if not hasattr(impl, name) or not value.lstrip("-").isdigit():
-            raise SystemExit(f"--set {item}: expected NAME=INT with NAME a knob of {impl.__name__}")
-        setattr(impl, name, int(value))
+    apply_sets(impl, args.set)
     impl._EXT = impl._EXT.with_defines("KDA_GN_TRACE")
     ext = impl._EXT.load()
     results = []

@@ -244,9 +244,7 @@ def _group_norm_layouts():
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})
-    # v22: the start's first fill beyond unit 0 into the L2, into the ring once unit 0 landed (1) or once its
-    # coefficients are out (2)
-    out.update({f"held_head{h}": {"_HELD": True, "_HELD_HEAD": h} for h in (1, 2)})
+
 
     return m, out
 

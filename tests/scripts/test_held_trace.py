@@ -30,3 +30,15 @@ def test_summary_is_earliest_median_latest_from_the_first_start_and_drops_stale_
     assert s["start"] == (0.0, 0.5, 1.0)
     assert s["ready"] == pytest.approx((1.0, 1.5, 2.0))
     assert "first_stats" not in s and len(s) == n - 1
+
+
+def test_set_takes_integer_knobs_the_module_has_and_names_a_bad_one():
+    import types
+
+    mod = types.SimpleNamespace(__name__="m", _HELD_PREFETCH_BYTES=32768)
+    TRACE.apply_sets(mod, ["_HELD_PREFETCH_BYTES=0"])
+    assert mod._HELD_PREFETCH_BYTES == 0
+    with pytest.raises(SystemExit, match="_NO_SUCH=1"):
+        TRACE.apply_sets(mod, ["_NO_SUCH=1"])
+    with pytest.raises(SystemExit, match="NAME=INT"):
+        TRACE.apply_sets(mod, ["_HELD_PREFETCH_BYTES=lots"])

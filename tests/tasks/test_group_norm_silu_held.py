@@ -42,8 +42,7 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head = plan
-    assert head in (0, 1, 2) and (head == 0 or not tma_store)
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch = plan
     assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
     assert tma_store in (0, 1)
     assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
@@ -98,16 +97,14 @@ def test_chunks_in_registers_only_where_the_no_lag_plan_can_hold_them(monkeypatc
     assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 6  # two slices and the spare slots: 24 of 18 + 6
 
 
-def test_prefetch_and_head_follow_their_knobs_and_stay_off_with_tma_stores(monkeypatch):
+def test_prefetch_rounds_the_bytes_up_to_whole_chunks_and_stays_off_with_tma_stores(monkeypatch):
     shape = _geometry((1, 512, 9, 128, 128), 2)  # copies of 1120 vectors (17.5 KB)
     monkeypatch.setattr(IMPL, "_HELD_PREFETCH_BYTES", 0)
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
     monkeypatch.setattr(IMPL, "_HELD_PREFETCH_BYTES", 64 << 10)
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 4  # 64 KB: 3.7 copies
-    monkeypatch.setattr(IMPL, "_HELD_HEAD", 2)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10] == 2
     monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[9:] == (0, 0)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
 
 
 def test_the_register_limits_mirror_the_kernel_header():

@@ -295,32 +295,19 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     }
     // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
     // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
-    // p.head (the start): 1, the ring's first fill beyond unit 0 goes into the L2 once unit 0's copies are issued and
-    // into the ring only once unit 0 has landed; 2, only once unit 0's coefficients are out. A CTA's loads come back in the order they
-    // were issued, the exchange's polls included: with the whole first fill copied at once, unit 0's partials were
-    // all out by 5.3 us and seen at 11.8 us (scripts/held_trace.py, 9c87dc5-held-trace.json).
     const uint64_t keep = l2_policy(true, false);
     const int total = p.units * chunks;
-    auto prefetch = [&](int f) {
-      const int fu = f / chunks, fk = f - fu * chunks;
-      bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
-                    16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
-    };
     Slot at;
     for (int u = 0, q = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k, ++q) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-        if (q == chunks && p.head > 0)  // behind unit 0's copies
-          for (int f = chunks; f < min(p.ring_slots, total); ++f) prefetch(f);
-        if (q == chunks && p.head == 1) {
-          Slot s0;
-          for (int i = 0; i < chunks; ++i, s0.next(p.ring_slots)) mbar_wait(full + s0.s, s0.phase);
-        } else if (q == chunks && p.head == 2) {
-          mbar_wait(&coef_ready, 0);  // unit 1's coefficients need unit 1's copies: phase 0 is unit 0's
-        }
         const int f = q + p.prefetch;
-        if (p.prefetch > 0 && f >= p.ring_slots && f < total) prefetch(f);
+        if (p.prefetch > 0 && f >= p.ring_slots && f < total) {
+          const int fu = f / chunks, fk = f - fu * chunks;
+          bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
+                        16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+        }
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
         mbar_expect_tx(full + at.s, 16u * n);
         bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,
