@@ -104,6 +104,9 @@ struct HeldParams : GroupCall {
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
+  int head_prefetch;       // v22: ... and this many chunks past the ring's first fill as soon as the fill is out
+  int tail_prefetch;       // v22: ... and every chunk left once its copies are within this many chunks of the end
+  int early;               // v22: 1: the copy warp issues the first fill before the CTA's barrier (not with tma_store)
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
