@@ -259,6 +259,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     mbar_init(&coef_taken, kApply);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     for (int q = 0; q < early; ++q) copy_chunk(q, Slot{q, 0u});
+    if (early == p.ring_slots) GN_TRACE(HeldTrace::kRingIssued);
   }
   if (tid == 0) {
     GN_TRACE(HeldTrace::kStart);
