@@ -160,11 +160,13 @@ _HELD_PREFETCH_BYTES = 32 << 10
 # v22: the call's start and end, where the held kernel's 10-14 us a call go (676cde2-held-scaling.json): x prefetched
 # into the L2 past the ring's first fill while the grid exchanges unit 0 and nothing is written yet, per CTA; every
 # chunk left prefetched once the copies are this close to the end, per CTA, so that the last units' statistics and
-# exchanges are done while the apply still writes the units before them; and the first fill issued before the CTA's
-# barrier (~0.9 us sooner, 9c87dc5-held-trace.json)
+# exchanges are done while the apply still writes the units before them; the first units' copies issued before the
+# CTA's barrier (~0.9 us sooner, 9c87dc5-held-trace.json; more than the ring holds: the whole first fill); and the
+# prefetched x kept in the L2 with evict_last (else evict_normal)
 _HELD_HEAD_PREFETCH_BYTES = 0
 _HELD_TAIL_PREFETCH_BYTES = 0
-_HELD_EARLY = True
+_HELD_EARLY_UNITS = 1
+_HELD_PREFETCH_KEEP = True
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -794,7 +796,7 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head_prefetch,
-    tail_prefetch, early) for the held kernel, or None when it cannot take x.
+    tail_prefetch, early, prefetch_keep) for the held kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -807,8 +809,9 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     _HELD_REG_PER_THREAD vectors a thread at most). The copy warp prefetches `prefetch` chunks ahead into the L2
     (_HELD_PREFETCH_BYTES, rounded up to whole chunks), `head_prefetch` past the first fill at the start
     (_HELD_HEAD_PREFETCH_BYTES) and the rest of x from `tail_prefetch` chunks before the end
-    (_HELD_TAIL_PREFETCH_BYTES), and issues the first fill before the CTA's barrier where `early` (_HELD_EARLY);
-    none of these with TMA stores."""
+    (_HELD_TAIL_PREFETCH_BYTES), keeping them in the L2 where `prefetch_keep` (_HELD_PREFETCH_KEEP), and issues its
+    first `early` chunks (_HELD_EARLY_UNITS units, at most the ring's slots) before the CTA's barrier; none of these
+    with TMA stores."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -837,9 +840,10 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     def in_chunks(nbytes):
         return 0 if tma_store else cdiv(nbytes, 16 * chunk_vecs)
 
+    early = 0 if tma_store else min(ring_slots, _HELD_EARLY_UNITS * chunks)
     return (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks,
             in_chunks(_HELD_PREFETCH_BYTES), in_chunks(_HELD_HEAD_PREFETCH_BYTES), in_chunks(_HELD_TAIL_PREFETCH_BYTES),
-            int(_HELD_EARLY and not tma_store))
+            early, int(_HELD_PREFETCH_KEEP))
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -243,9 +243,9 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     bulk_copy(ring + at.s * p.chunk_vecs, x + (static_cast<int64_t>(u) * p.group_vecs + lo + k * p.chunk_vecs) * 16,
               16u * n, full + at.s, pol);
   };
-  // The copy warp's lane sets up the barriers, so that (p.early) it can issue the ring's first fill at once: the
-  // epoch's read and the CTA barrier took ~0.9 us before the first copy (layout-sweep/9c87dc5-held-trace.json).
-  const int early = p.early && !p.tma_store ? min(p.ring_slots, total) : 0;
+  // The copy warp's lane sets up the barriers, so that it can issue the first p.early chunks at once: the epoch's
+  // read and the CTA barrier took ~0.9 us before the first copy (layout-sweep/9c87dc5-held-trace.json).
+  const int early = p.tma_store ? 0 : min(p.early, min(p.ring_slots, total));
   if (warp == kCopyWarp && lane == 0) {
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
@@ -303,11 +303,12 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       return;
     }
     // Chunks that will wait for a slot go into the L2 first (kept there until their copy reads it), so that DRAM keeps
-    // reading while the ring is full: p.prefetch chunks ahead of the copies (v21); p.head_prefetch chunks past the
+    // reading while the ring is full (kept there with evict_last where p.prefetch_keep): p.prefetch chunks ahead of
+    // the copies (v21); p.head_prefetch chunks past the
     // first fill as soon as it is out, read while the grid exchanges unit 0 and nothing is written yet; and every
     // chunk left once the copies are within p.tail_prefetch chunks of the end, so that the last units' statistics and
     // exchanges are done while the apply still writes the units before them.
-    const uint64_t keep = l2_policy(true, false);
+    const uint64_t keep = l2_policy(p.prefetch_keep != 0, false);
     Slot at;
     for (int q = 0; q < early; ++q) at.next(p.ring_slots);
     int pf = p.ring_slots;  // the next chunk to prefetch: the first fill is copied at once

@@ -106,7 +106,8 @@ struct HeldParams : GroupCall {
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
   int head_prefetch;       // v22: ... and this many chunks past the ring's first fill as soon as the fill is out
   int tail_prefetch;       // v22: ... and every chunk left once its copies are within this many chunks of the end
-  int early;               // v22: 1: the copy warp issues the first fill before the CTA's barrier (not with tma_store)
+  int early;               // v22: chunks the copy warp issues before the CTA's barrier (not with tma_store)
+  int prefetch_keep;       // v22: 1: the prefetched chunks are kept in the L2 with evict_last; 0: evict_normal
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
