@@ -244,21 +244,8 @@ def _group_norm_layouts():
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})
-    # v22: the start and the end. v21 as benched (first fill after the CTA's barrier, no head or tail prefetch); the
-    # first units' copies issued early (the whole first fill: 64); then with 64 to 384 KB a CTA prefetched past the
-    # first fill (8 to 50 MB over 132 CTAs), and with the rest of x prefetched from 64 to 384 KB a CTA before the end;
-    # the prefetch at 32 to 128 KB kept in the L2 with evict_normal rather than evict_last
-    plain = {"_HELD": True, "_HELD_HEAD_PREFETCH_BYTES": 0, "_HELD_TAIL_PREFETCH_BYTES": 0, "_HELD_PREFETCH_KEEP": True}
-    out["held_v21"] = {**plain, "_HELD_EARLY_UNITS": 0}
-    out.update({f"held_early{n}": {**plain, "_HELD_EARLY_UNITS": n} for n in (1, 2, 64)})
-    for k in (64, 128, 192, 256, 384):
-        out[f"held_head{k}k"] = {**plain, "_HELD_EARLY_UNITS": 64, "_HELD_HEAD_PREFETCH_BYTES": k << 10}
-        out[f"held_tail{k}k"] = {**plain, "_HELD_EARLY_UNITS": 64, "_HELD_TAIL_PREFETCH_BYTES": k << 10}
-        for h in (64, 128, 192):
-            out[f"held_head{h}k_tail{k}k"] = {**plain, "_HELD_EARLY_UNITS": 64, "_HELD_HEAD_PREFETCH_BYTES": h << 10,
-                                              "_HELD_TAIL_PREFETCH_BYTES": k << 10}
-    out.update({f"held_pf{k}k_normal": {**plain, "_HELD_EARLY_UNITS": 0, "_HELD_PREFETCH_BYTES": k << 10,
-                                        "_HELD_PREFETCH_KEEP": False} for k in (32, 64, 128)})
+
+
     return m, out
 
 

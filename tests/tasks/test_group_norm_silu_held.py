@@ -42,13 +42,8 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head_prefetch,
-     tail_prefetch, early, prefetch_keep) = plan
-    for got, nbytes in ((prefetch, IMPL._HELD_PREFETCH_BYTES), (head_prefetch, IMPL._HELD_HEAD_PREFETCH_BYTES),
-                        (tail_prefetch, IMPL._HELD_TAIL_PREFETCH_BYTES)):
-        assert got == (0 if tma_store else -(-nbytes // (16 * chunk_vecs)))
-    assert early == (0 if tma_store else min(ring_slots, IMPL._HELD_EARLY_UNITS * chunks))
-    assert prefetch_keep == int(IMPL._HELD_PREFETCH_KEEP)
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch = plan
+    assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
     assert tma_store in (0, 1)
     assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
     if reg_chunks:  # only the instantiation that holds them, each thread's share of a chunk within its registers
@@ -110,23 +105,6 @@ def test_prefetch_rounds_the_bytes_up_to_whole_chunks_and_stays_off_with_tma_sto
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 4  # 64 KB: 3.7 copies
     monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
-
-
-def test_head_and_tail_prefetch_and_the_early_copies_follow_their_knobs_and_stay_off_with_tma_stores(monkeypatch):
-    shape = _geometry((1, 512, 9, 128, 128), 2)  # copies of 1120 vectors (17.5 KB), two a slice, 12 ring slots
-    monkeypatch.setattr(IMPL, "_HELD_HEAD_PREFETCH_BYTES", 128 << 10)
-    monkeypatch.setattr(IMPL, "_HELD_TAIL_PREFETCH_BYTES", 18 << 10)
-    monkeypatch.setattr(IMPL, "_HELD_EARLY_UNITS", 1)
-    monkeypatch.setattr(IMPL, "_HELD_PREFETCH_KEEP", False)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10:] == (8, 2, 2, 0)  # 128 KB: 7.3 copies; 18 KB: just over one
-    monkeypatch.setattr(IMPL, "_HELD_HEAD_PREFETCH_BYTES", 0)
-    monkeypatch.setattr(IMPL, "_HELD_EARLY_UNITS", 0)
-    monkeypatch.setattr(IMPL, "_HELD_PREFETCH_KEEP", True)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10:] == (0, 2, 0, 1)
-    monkeypatch.setattr(IMPL, "_HELD_EARLY_UNITS", 64)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[12] == 12  # never more than the ring's slots
-    monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10:13] == (0, 0, 0)
 
 
 def test_the_register_limits_mirror_the_kernel_header():

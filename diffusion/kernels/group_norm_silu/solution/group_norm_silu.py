@@ -157,16 +157,6 @@ _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors 
 # rounds by graph replay on the six large contiguous rows (960c43d-prefetch.json): 0.8-4.4% faster on the five with
 # a lag, 10.3% on the no-lag row; 64 KB a little behind it, 128 KB and more slower than none (the L2 evicts them)
 _HELD_PREFETCH_BYTES = 32 << 10
-# v22: the call's start and end, where the held kernel's 10-14 us a call go (676cde2-held-scaling.json): x prefetched
-# into the L2 past the ring's first fill while the grid exchanges unit 0 and nothing is written yet, per CTA; every
-# chunk left prefetched once the copies are this close to the end, per CTA, so that the last units' statistics and
-# exchanges are done while the apply still writes the units before them; the first units' copies issued before the
-# CTA's barrier (~0.9 us sooner, 9c87dc5-held-trace.json; more than the ring holds: the whole first fill); and the
-# prefetched x kept in the L2 with evict_last (else evict_normal)
-_HELD_HEAD_PREFETCH_BYTES = 0
-_HELD_TAIL_PREFETCH_BYTES = 0
-_HELD_EARLY_UNITS = 1
-_HELD_PREFETCH_KEEP = True
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -795,8 +785,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head_prefetch,
-    tail_prefetch, early, prefetch_keep) for the held kernel, or None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch) for the held
+    kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -807,11 +797,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
     _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry and _HELD_REG_CHUNKS (16-bit x, chunks of
     _HELD_REG_PER_THREAD vectors a thread at most). The copy warp prefetches `prefetch` chunks ahead into the L2
-    (_HELD_PREFETCH_BYTES, rounded up to whole chunks), `head_prefetch` past the first fill at the start
-    (_HELD_HEAD_PREFETCH_BYTES) and the rest of x from `tail_prefetch` chunks before the end
-    (_HELD_TAIL_PREFETCH_BYTES), keeping them in the L2 where `prefetch_keep` (_HELD_PREFETCH_KEEP), and issues its
-    first `early` chunks (_HELD_EARLY_UNITS units, at most the ring's slots) before the CTA's barrier; none of these
-    with TMA stores."""
+    (_HELD_PREFETCH_BYTES, rounded up to whole chunks; not with TMA stores)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -837,13 +823,8 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
             reg_chunks = max(0, min(reg_most, _HELD_REG_CHUNKS, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
     if lag < 0:
         return None
-    def in_chunks(nbytes):
-        return 0 if tma_store else cdiv(nbytes, 16 * chunk_vecs)
-
-    early = 0 if tma_store else min(ring_slots, _HELD_EARLY_UNITS * chunks)
-    return (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks,
-            in_chunks(_HELD_PREFETCH_BYTES), in_chunks(_HELD_HEAD_PREFETCH_BYTES), in_chunks(_HELD_TAIL_PREFETCH_BYTES),
-            early, int(_HELD_PREFETCH_KEEP))
+    prefetch = 0 if tma_store else cdiv(_HELD_PREFETCH_BYTES, 16 * chunk_vecs)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -232,21 +232,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   const int split = (c_first + 1) * p.channel_vecs - lo;  // slice-relative first vector of channel c_first + 1
   // Chunks of this slice: the last CTA's shorter slice may need fewer than p.chunks. Every role walks the ring by it.
   const int chunks = (len + p.chunk_vecs - 1) / p.chunk_vecs;
-  const int total = p.units * chunks;
-  const uint64_t pol = l2_policy(false, true);  // x is read once, y written once
-  const char* x = static_cast<const char*>(p.x);
-  // Chunk q (unit q / chunks) of this CTA's slice into ring slot `at`.
-  auto copy_chunk = [&](int q, const Slot& at) {
-    const int u = q / chunks, k = q - u * chunks;
-    const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-    mbar_expect_tx(full + at.s, 16u * n);
-    bulk_copy(ring + at.s * p.chunk_vecs, x + (static_cast<int64_t>(u) * p.group_vecs + lo + k * p.chunk_vecs) * 16,
-              16u * n, full + at.s, pol);
-  };
-  // The copy warp's lane sets up the barriers, so that it can issue the first p.early chunks at once: the epoch's
-  // read and the CTA barrier took ~0.9 us before the first copy (layout-sweep/9c87dc5-held-trace.json).
-  const int early = p.tma_store ? 0 : min(p.early, min(p.ring_slots, total));
-  if (warp == kCopyWarp && lane == 0) {
+  if (tid == 0) {
+    GN_TRACE(HeldTrace::kStart);
     for (int s = 0; s < p.ring_slots; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, kApply);
@@ -258,11 +245,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     mbar_init(&coef_ready, 1);
     mbar_init(&coef_taken, kApply);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    for (int q = 0; q < early; ++q) copy_chunk(q, Slot{q, 0u});
-    if (early == p.ring_slots) GN_TRACE(HeldTrace::kRingIssued);
-  }
-  if (tid == 0) {
-    GN_TRACE(HeldTrace::kStart);
     epoch_now = *static_cast<volatile unsigned*>(p.epoch);
   }
   __syncthreads();  // the only CTA-wide barrier
@@ -270,12 +252,15 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   const unsigned tag = ((p.salt + epoch_now) << 1) | 1u;
   if (warp == kCopyWarp) {
     if (lane != 0) return;
+    const uint64_t pol = l2_policy(false, true);  // x is read once, y written once
+    const char* x = static_cast<const char*>(p.x);
     if (p.tma_store) {
       // Loads and stores in ring order, neither blocking the other: chunk q is stored once the compute warps have
       // written it back (empty, phase q / slots), and chunk q + slots loaded into its slot once that store has read it.
       char* y = static_cast<char*>(p.y);
+      const int total = p.units * chunks;
       int ld = 0, sq = 0, read = 0;  // next chunk to load, next to store; stores before `read` have read their slots
-      int su = 0, sk = 0;  // (unit, chunk) of sq
+      int lu = 0, lk = 0, su = 0, sk = 0;  // (unit, chunk) of ld and of sq
       Slot la, sa;
       while (sq < total) {
         bool busy = false;
@@ -293,8 +278,14 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
             asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             read = sq;
           }
-          copy_chunk(ld++, la);
+          const int n = min(p.chunk_vecs, len - lk * p.chunk_vecs);
+          mbar_expect_tx(full + la.s, 16u * n);
+          bulk_copy(ring + la.s * p.chunk_vecs,
+                    x + (static_cast<int64_t>(lu) * p.group_vecs + lo + lk * p.chunk_vecs) * 16, 16u * n, full + la.s,
+                    pol);
+          ++ld;
           la.next(p.ring_slots);
+          if (++lk == chunks) lk = 0, ++lu;
           busy = true;
         }
         if (!busy) __nanosleep(20);
@@ -302,29 +293,28 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // y written before the CTA exits
       return;
     }
-    // Chunks that will wait for a slot go into the L2 first (kept there until their copy reads it), so that DRAM keeps
-    // reading while the ring is full (kept there with evict_last where p.prefetch_keep): p.prefetch chunks ahead of
-    // the copies (v21); p.head_prefetch chunks past the
-    // first fill as soon as it is out, read while the grid exchanges unit 0 and nothing is written yet; and every
-    // chunk left once the copies are within p.tail_prefetch chunks of the end, so that the last units' statistics and
-    // exchanges are done while the apply still writes the units before them.
-    const uint64_t keep = l2_policy(p.prefetch_keep != 0, false);
+    // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
+    // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
+    const uint64_t keep = l2_policy(true, false);
+    const int total = p.units * chunks;
     Slot at;
-    for (int q = 0; q < early; ++q) at.next(p.ring_slots);
-    int pf = p.ring_slots;  // the next chunk to prefetch: the first fill is copied at once
-    for (int q = early; q < total; ++q) {
-      int ahead = q + p.prefetch + 1;
-      if (q >= p.ring_slots - 1) ahead = max(ahead, p.ring_slots + p.head_prefetch);
-      if (q >= total - p.tail_prefetch) ahead = total;
-      for (ahead = min(ahead, total); pf < ahead; ++pf) {
-        const int fu = pf / chunks, fk = pf - fu * chunks;
-        bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
-                      16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+    for (int u = 0, q = 0; u < p.units; ++u) {
+      const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
+      for (int k = 0; k < chunks; ++k, ++q) {
+        const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
+        const int f = q + p.prefetch;
+        if (p.prefetch > 0 && f >= p.ring_slots && f < total) {
+          const int fu = f / chunks, fk = f - fu * chunks;
+          bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
+                        16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+        }
+        mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
+        mbar_expect_tx(full + at.s, 16u * n);
+        bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,
+                  full + at.s, pol);
+        at.next(p.ring_slots);
+        if (q == p.ring_slots - 1) GN_TRACE(HeldTrace::kRingIssued);
       }
-      mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
-      copy_chunk(q, at);
-      at.next(p.ring_slots);
-      if (q == p.ring_slots - 1) GN_TRACE(HeldTrace::kRingIssued);
     }
     GN_TRACE(HeldTrace::kLastCopy);
     return;

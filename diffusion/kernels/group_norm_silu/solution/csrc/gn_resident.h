@@ -104,10 +104,6 @@ struct HeldParams : GroupCall {
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
-  int head_prefetch;       // v22: ... and this many chunks past the ring's first fill as soon as the fill is out
-  int tail_prefetch;       // v22: ... and every chunk left once its copies are within this many chunks of the end
-  int early;               // v22: chunks the copy warp issues before the CTA's barrier (not with tma_store)
-  int prefetch_keep;       // v22: 1: the prefetched chunks are kept in the L2 with evict_last; 0: evict_normal
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
