@@ -16,7 +16,7 @@
 // statistics then apply on the same warps and both exchange roles on one warp; with every role's wait cycles counted
 // per CTA, the statistics' tensor-core latency and the exchange's global round trips set the pace (ledger L0070-L0071).
 // v20 (kRegs): where the ring holds one slice and not two, the apply warps also keep a unit's first chunks in
-// registers from its statistics to its apply (ledger L0074). v23: two preparing warps, alternate units each.
+// registers from its statistics to its apply (ledger L0074).
 #include "gn_common.cuh"
 
 #include <cstdint>
@@ -213,17 +213,16 @@ __device__ __forceinline__ void for_rounds(int n, int g, F&& f) {
 }
 
 template <typename T, int kStat, int kApply, bool kRegs>
-__global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1) gn_held_kernel(HeldParams p, DType wb) {
+__global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(HeldParams p, DType wb) {
   constexpr int kStatThreads = kStat * 32, kApplyThreads = kApply * 32;
-  constexpr int kCopyWarp = kStat + kApply, kPubWarp = kCopyWarp + 1, kSyncWarp = kPubWarp + 1;  // and kSyncWarp + 1
+  constexpr int kCopyWarp = kStat + kApply, kSyncWarp = kCopyWarp + 1, kPubWarp = kSyncWarp + 1;
   using V = Vec<T>;
   constexpr int VE = V::VE;
   extern __shared__ __align__(128) uint4 ring[];  // [ring_slots][chunk_vecs]
   __shared__ uint64_t full[kHeldMaxSlots], empty[kHeldMaxSlots], part_ready[kHeldPartBufs],
-      part_free[kHeldPartBufs], coef_ready[2], coef_taken[2];
+      part_free[kHeldPartBufs], coef_ready, coef_taken;
   __shared__ float2 wpart[kHeldPartBufs][kStat];  // each statistics warp's (sum, sum of squares) of x - pivot
-  // Unit u's in coef[u % 2], per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c).
-  __shared__ float4 coef[2][2];
+  __shared__ float4 coef[2];  // per channel of the slice: (a, c, -a log2 e, -c log2 e), y = silu(x a + c)
   __shared__ unsigned epoch_now;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -243,10 +242,8 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
       mbar_init(part_ready + b, kStat);
       mbar_init(part_free + b, 1);
     }
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(coef_ready + b, 1);
-      mbar_init(coef_taken + b, kApply);
-    }
+    mbar_init(&coef_ready, 1);
+    mbar_init(&coef_taken, kApply);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     epoch_now = *static_cast<volatile unsigned*>(p.epoch);
   }
@@ -323,7 +320,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
     return;
   }
 
-  if (warp >= kPubWarp) {  // the grid's exchange: one warp publishes, one or two (p.preppers) prepare
+  if (warp == kSyncWarp || warp == kPubWarp) {  // the grid's exchange: one warp prepares, one publishes
     const float count = static_cast<float>(p.group_vecs) * VE;  // elements per unit
     // Unit u's inputs besides the partials: the weight and bias bits of this lane's channel (lanes 0, 1: the slice's
     // channels in the group) and the unit's pivot word, loaded a unit before prepare(u) uses them. Loaded in the same
@@ -344,11 +341,11 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
       }
       return a;
     };
-    Ahead next{};
+    Ahead next = fetch(0);
     // The grid's statistics of unit u into the coefficients of this CTA's channels (u = 0, 1, ... in turn).
     auto prepare = [&](int u) {
       const Ahead cur = next;
-      next = fetch(u + p.preppers);
+      next = fetch(u + 1);
       const uint4* pu = p.partials + static_cast<int64_t>(u) * p.ctas;
       float s1 = 0.f, s2 = 0.f;
       for (;;) {
@@ -382,15 +379,14 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
       const float piv = pivot_of<T>(cur.word);
       const float md = s1 / count;  // mean - pivot
       const float rstd = rsqrtf(fmaxf(s2 / count - md * md, 0.f) + p.eps);
-      const int b = u & 1, k = u >> 1;  // unit u's buffer and its use of it
-      if (k > 0) mbar_wait(coef_taken + b, (k - 1) & 1);
+      if (u > 0) mbar_wait(&coef_taken, (u - 1) & 1);
       if (lane < 2) {
         constexpr float kLog2e = 1.4426950408889634f;
         const float sa = rstd * wv, sc = bv - (piv + md) * sa;
-        coef[b][lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
+        coef[lane] = make_float4(sa, sc, -sa * kLog2e, -sc * kLog2e);
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(coef_ready + b);
+      if (lane == 0) mbar_arrive(&coef_ready);
       if (lane == 0 && u == 0) GN_TRACE(HeldTrace::kFirstCoef);
     };
     // This CTA's partial of unit t, once every statistics warp has left its sums.
@@ -416,15 +412,9 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
       for (int t = 0; t < p.units; ++t) publish(t);
       return;
     }
-    // With two, units alternate between them, so that one's round trips to the partials overlap the other's: one warp
-    // took every unit in turn, each after the last (v19-v21), a round trip a unit at least.
-    const int first = warp - kSyncWarp;
-    if (first >= p.preppers) return;
-    next = fetch(first);
-    for (int u = first; u < p.units; u += p.preppers) prepare(u);
+    for (int u = 0; u < p.units; ++u) prepare(u);
     // Every CTA has published the last unit's partial, so every CTA has read the epoch: the next call gets another.
-    if (blockIdx.x == 0 && lane == 0 && (p.units - 1) % p.preppers == first)
-      *static_cast<volatile unsigned*>(p.epoch) = epoch_now + 1u;
+    if (blockIdx.x == 0 && lane == 0) *static_cast<volatile unsigned*>(p.epoch) = epoch_now + 1u;
     return;
   }
 
@@ -495,10 +485,10 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
         }
       }
     }
-    mbar_wait(coef_ready + (u & 1), (u >> 1) & 1);
-    const float4 k0 = coef[u & 1][0], k1 = coef[u & 1][1];
+    mbar_wait(&coef_ready, u & 1);
+    const float4 k0 = coef[0], k1 = coef[1];
     __syncwarp();
-    if (lane == 0) mbar_arrive(coef_taken + (u & 1));
+    if (lane == 0) mbar_arrive(&coef_taken);
     uint4* dst = y + (static_cast<int64_t>(u) * p.group_vecs + lo);
     // The ring's chunks first, so that their slots go back as early as they can.
     for (int k = held; k < chunks; ++k) {
@@ -548,7 +538,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 32 * kHeldAuxWarps, 1)
 template <typename T, int kStat, int kApply, bool kRegs = false>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
   static size_t opted[64] = {};
-  return launch_grid(gn_held_kernel<T, kStat, kApply, kRegs>, opted, p.ctas, (kStat + kApply) * 32 + 32 * kHeldAuxWarps,
+  return launch_grid(gn_held_kernel<T, kStat, kApply, kRegs>, opted, p.ctas, (kStat + kApply) * 32 + 96,
                      static_cast<size_t>(p.ring_slots) * p.chunk_vecs * 16, true, stream, p, wb);
 }
 

@@ -104,14 +104,11 @@ struct HeldParams : GroupCall {
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
-  int preppers;            // v23: warps that prepare the grid's coefficients, 1 or 2 (each takes every other unit)
 };
 
-// Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), and kHeldAuxWarps more: a copy
-// warp, a warp that publishes the CTA's partials and two that prepare the grid's coefficients (the second idle where
-// HeldParams.preppers is 1).
+// Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
+// publishes the CTA's partials and one that prepares the grid's coefficients.
 constexpr int kHeldStatWarps = 4;
-constexpr int kHeldAuxWarps = 4;
 constexpr int kHeldMaxSlots = 64;
 constexpr int kHeldMaxCtas = 256;                // the preparing warp merges up to 8 CTA partials per lane
 constexpr int kHeldMaxLag = 7;
