@@ -244,11 +244,6 @@ def _group_norm_layouts():
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})
-    # v24: the first fill past unit 0 held in the L2 until unit 0's coefficients are out, with 0 to 256 KB a CTA
-    # prefetched past it (up to 34 MB over 132 CTAs)
-    out["held_hold_off"] = {"_HELD": True, "_HELD_HEAD_HOLD": False}
-    out.update({f"held_hold{k}k": {"_HELD": True, "_HELD_HEAD_HOLD": True, "_HELD_HEAD_PREFETCH_BYTES": k << 10}
-                for k in (0, 64, 128, 192, 256)})
 
 
     return m, out

@@ -42,9 +42,7 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, hold, head = plan
-    assert hold == int(IMPL._HELD_HEAD_HOLD and not tma_store)
-    assert head == (-(-IMPL._HELD_HEAD_PREFETCH_BYTES // (16 * chunk_vecs)) if hold else 0)
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch = plan
     assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
     assert tma_store in (0, 1)
     assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
@@ -107,17 +105,6 @@ def test_prefetch_rounds_the_bytes_up_to_whole_chunks_and_stays_off_with_tma_sto
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 4  # 64 KB: 3.7 copies
     monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
-
-
-def test_the_head_hold_and_its_prefetch_follow_their_knobs_and_stay_off_with_tma_stores(monkeypatch):
-    shape = _geometry((1, 512, 9, 128, 128), 2)  # copies of 1120 vectors (17.5 KB)
-    monkeypatch.setattr(IMPL, "_HELD_HEAD_PREFETCH_BYTES", 128 << 10)
-    monkeypatch.setattr(IMPL, "_HELD_HEAD_HOLD", False)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10:] == (0, 0)  # no prefetch past the fill without the hold
-    monkeypatch.setattr(IMPL, "_HELD_HEAD_HOLD", True)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10:] == (1, 8)  # 128 KB: 7.3 copies
-    monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[10:] == (0, 0)
 
 
 def test_the_register_limits_mirror_the_kernel_header():

@@ -295,32 +295,19 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     }
     // p.prefetch: before waiting for chunk q's slot, chunk q + prefetch goes into the L2 (kept there until its copy
     // reads it), so that DRAM keeps reading while the ring is full; only chunks that will wait for a slot.
-    // p.head_hold (the start): the rest of the ring's first fill and p.head_prefetch chunks past it go into the L2
-    // once unit 0's copies are out, and into the ring only once unit 0's coefficients are: a CTA's loads come back in
-    // the order they were issued, the exchange's polls included, and with the whole first fill copied at once unit
-    // 0's partials were all out by 5.3 us and seen at 11.8 us (9c87dc5-held-trace.json; held back, at 7.8 us:
-    // ad88d2c-held-trace-head2.json, where DRAM then idled with the fill read and the call ended no sooner).
     const uint64_t keep = l2_policy(true, false);
     const int total = p.units * chunks;
-    auto prefetch = [&](int f) {
-      const int fu = f / chunks, fk = f - fu * chunks;
-      bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
-                    16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
-    };
-    int fresh = p.ring_slots;  // chunks from here on are not in the L2 yet
     Slot at;
     for (int u = 0, q = 0; u < p.units; ++u) {
       const char* src = x + (static_cast<int64_t>(u) * p.group_vecs + lo) * 16;
       for (int k = 0; k < chunks; ++k, ++q) {
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-        if (q == chunks && p.head_hold) {
-          const int end = min(p.ring_slots + p.head_prefetch, total);
-          for (int f = chunks; f < end; ++f) prefetch(f);
-          fresh = max(fresh, end);
-          mbar_wait(&coef_ready, 0);  // unit 1's coefficients need unit 1's copies: phase 0 is unit 0's
-        }
         const int f = q + p.prefetch;
-        if (p.prefetch > 0 && f >= fresh && f < total) prefetch(f);
+        if (p.prefetch > 0 && f >= p.ring_slots && f < total) {
+          const int fu = f / chunks, fk = f - fu * chunks;
+          bulk_prefetch(x + (static_cast<int64_t>(fu) * p.group_vecs + lo + fk * p.chunk_vecs) * 16,
+                        16u * min(p.chunk_vecs, len - fk * p.chunk_vecs), keep);
+        }
         mbar_wait(empty + at.s, at.phase ^ 1u);  // a fresh barrier's "previous" phase counts as complete
         mbar_expect_tx(full + at.s, 16u * n);
         bulk_copy(ring + at.s * p.chunk_vecs, src + static_cast<int64_t>(k) * p.chunk_vecs * 16, 16u * n,

@@ -104,8 +104,6 @@ struct HeldParams : GroupCall {
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
-  int head_hold;           // v24: 1: the first fill past unit 0 waits in the L2 until unit 0's coefficients are out
-  int head_prefetch;       // v24: ... with this many chunks past the fill prefetched with it
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
