@@ -183,9 +183,6 @@ def _group_norm_layouts():
     # count under which statistics programs take fewer tiles. (5944fc2's sweep named statistics layouts by rows per
     # tile: rows_st16_i16_v1 there is 16 rows.)
     out["rows_off"] = {"_ROWS": False}
-    # v25: L2 hints on the row kernels, keeping 0 to 48 MB of x's last rows for the apply
-    out["rows_hints_off"] = {"_ROWS_L2_KEEP_BYTES": None}
-    out.update({f"rows_keep{k}m": {"_ROWS_L2_KEEP_BYTES": k << 20} for k in (0, 16, 24, 32, 40, 48)})
     d = m._SPLIT_ROWS
     for st in ((64, 16, 1), (256, 16, 1), (128, 8, 1), (128, 32, 1), (128, 16, 2)):
         out["rows_st{}_i{}_v{}".format(*st)] = {"_SPLIT_ROWS": st + d[3:]}

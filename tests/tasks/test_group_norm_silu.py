@@ -103,19 +103,6 @@ for lay, merge_max in (((128, 16, 1, 64, 64, 4, 4), 64), ((512, 3, 1, 4, 32, 3, 
         got = m.triton_group_norm_silu(xc, w, b, 2, 1e-6)
         torch.testing.assert_close(got.double(), ref, atol=1e-3, rtol=1e-3)
 assert {m for m, _ in rows_seen} == {True, False} and {c for _, c in rows_seen} == {4, 8}, rows_seen
-# v25's L2 hints: x's last rows (of the last batch) kept, none kept, all kept; the same y
-m._SPLIT_ROWS, m._ROWS_MERGE_MAX = (128, 16, 1, 64, 64, 4, 4), 64
-for keep in (0, 4096, 1 << 30):
-    m._ROWS_L2_KEEP_BYTES = keep
-    m._plans.clear()
-    for xc, ref in ((x_cl, want_off), (x_cl2, want_cl2)):
-        plan = m._plan(xc, w, b, 2)
-        assert plan[1].constexprs[-1] and plan[3].constexprs[-1], plan
-        S = xc[0, 0].numel()
-        assert plan[1].ints[-1] == S - keep // (xc.shape[1] * xc.element_size()), plan  # the first row kept
-        got = m.triton_group_norm_silu(xc, w, b, 2, 1e-6)
-        torch.testing.assert_close(got.double(), ref, atol=1e-3, rtol=1e-3)
-m._ROWS_L2_KEEP_BYTES = None
 # flat on and off, and statistics tiles smaller than, equal to and larger than the apply tiles
 assert len(seen) == 6 and {f for f, _, _ in seen} == {True, False}, seen
 assert {(st > at) - (st < at) for _, st, at in seen} == {-1, 0, 1}, seen
@@ -171,9 +158,8 @@ def test_channels_last_row_plans_cover_x_with_warps_along_the_channels():
         assert plan[0] == "split_rows", (shape, plan[0])
         partial, finalize, apply, n, groups = plan[1:]
         n_part, span = partial.ints[4], partial.ints[5]
-        c, cpg, block_s, wide, hints = partial.constexprs
-        assert (c, cpg, wide) == (C, C // 32, False) and hints == (m._ROWS_L2_KEEP_BYTES is not None)
-        assert apply.constexprs[-1] == hints
+        c, cpg, block_s, wide = partial.constexprs
+        assert (c, cpg, wide) == (C, C // 32, False)
         lanes = 32 * partial.num_warps
         assert lanes * 16 // x.element_size() <= max(C, 32 * 16 // x.element_size()), (shape, partial.num_warps)
         assert block_s * C == lane_elems * lanes and span % block_s == 0 and span // block_s <= max_iters

@@ -270,11 +270,6 @@ _ROWS_MAX_C = 4096
 _SPLIT_ROWS = (128, 16, 1, 128, 128, 1, 8)
 _ROWS_MIN_PROGRAMS = 2048    # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
-# v25: L2 hints on the row kernels. None: none (v8-v24; the apply's reverse order found ~20 MB of x still in the L2,
-# the profiles' DRAM bytes against x read twice and y written). Else the statistics pass keeps the last this many
-# bytes of x (of the last batch) in the L2 with evict_last and reads the rest with evict_first, and the apply reads x
-# and writes y with evict_first, so that neither pushes the kept rows out before their re-read.
-_ROWS_L2_KEEP_BYTES = None
 # Channels_last x of at least this many bytes takes the row kernels even where its groups would take the one-launch
 # path (few (batch, group) programs, each reading its channels out of every row: 32 programs of 8 warps at 185
 # registers, one CTA per SM under the GPU machine's Triton 3.6). Off: on the H100 (ledger L0026-L0030) 1 MB (v8d)
@@ -520,31 +515,22 @@ def _gn_apply_kernel(
 
 
 @triton.jit
-def _rows_tile(x_base, s0, s_end, ss, keep, C: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr,
-               HINTS: tl.constexpr):
+def _rows_tile(x_base, s0, s_end, ss, C: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr):
     """Rows s0 .. s0 + BLOCK_S - 1 (those before s_end) of C contiguous channels at row stride ss, in fp32 (0 past
-    s_end), and which of them exist. HINTS: loaded with evict_last where `keep` (the apply re-reads them first, from
-    the L2), else with evict_first."""
+    s_end), and which of them exist."""
     s = s0 + tl.arange(0, BLOCK_S)[:, None]
     c = tl.arange(0, C)[None, :]
     mask = (s < s_end) & (c < C)
     if WIDE:
         s = s.to(tl.int64)
-    if HINTS:
-        if keep:
-            x = tl.load(x_base + s * ss + c, mask=mask, other=0.0, eviction_policy="evict_last")
-        else:
-            x = tl.load(x_base + s * ss + c, mask=mask, other=0.0, eviction_policy="evict_first")
-    else:
-        x = tl.load(x_base + s * ss + c, mask=mask, other=0.0)
-    return x.to(tl.float32), mask
+    return tl.load(x_base + s * ss + c, mask=mask, other=0.0).to(tl.float32), mask
 
 
 @triton.jit
 def _gn_rows_partial_stats_kernel(
     x_ptr, pmean_ptr, pm2_ptr,
-    G, S, sxb, ss, NP, SPAN, KEEP_FROM,
-    C: tl.constexpr, CPG: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr, HINTS: tl.constexpr,
+    G, S, sxb, ss, NP, SPAN,
+    C: tl.constexpr, CPG: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr,
 ):
     """v8, channels_last: x of batch b is S rows of C contiguous channels (row stride ss). Program (p, b): every
     group over rows p*SPAN .. +SPAN in [BLOCK_S, C] tiles of whole rows. Launched with as few warps as cover one
@@ -552,21 +538,20 @@ def _gn_rows_partial_stats_kernel(
     and (x - K_c)^2 (K_c: the first tile's channel mean) are taken in registers every tile: no per-element
     accumulators, registers left for loads in flight. Then (mean, M2) per channel, merged into each group's (equal
     counts: M2 = sum M2_c + n_c sum (mean_c - mean)^2). Writes partials[(b * G + g) * NP + p] as the other split
-    paths do. HINTS: the rows from KEEP_FROM of the last batch stay in the L2 for the apply (_ROWS_L2_KEEP_BYTES)."""
+    paths do."""
     p = tl.program_id(0)
     bidx = tl.program_id(1)
     x_base, _ = _batch_bases(x_ptr, x_ptr, bidx, sxb, 0, WIDE)
     s_begin = p * SPAN
     s_end = tl.minimum(s_begin + SPAN, S)
-    keep = (bidx == tl.num_programs(1) - 1) & (s_begin >= KEEP_FROM)
-    x, mask = _rows_tile(x_base, s_begin, s_end, ss, keep, C, BLOCK_S, WIDE, HINTS)
+    x, mask = _rows_tile(x_base, s_begin, s_end, ss, C, BLOCK_S, WIDE)
     n0 = tl.minimum(s_end - s_begin, BLOCK_S).to(tl.float32)
     pivot = tl.sum(x, axis=0) / n0
     d = tl.where(mask, x - pivot[None, :], 0.0)
     s1 = tl.sum(d, axis=0)
     s2 = tl.sum(d * d, axis=0)
     for s0 in range(s_begin + BLOCK_S, s_end, BLOCK_S):
-        x, mask = _rows_tile(x_base, s0, s_end, ss, keep, C, BLOCK_S, WIDE, HINTS)
+        x, mask = _rows_tile(x_base, s0, s_end, ss, C, BLOCK_S, WIDE)
         d = tl.where(mask, x - pivot[None, :], 0.0)
         s1 += tl.sum(d, axis=0)
         s2 += tl.sum(d * d, axis=0)
@@ -587,16 +572,16 @@ def _gn_rows_apply_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, pmean_ptr, pm2_ptr,
     G, C, S, CPG, sxb, ss, NP, SPAN, TILES, eps,
     CBLK: tl.constexpr, BLOCK_S: tl.constexpr, WIDE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-    MERGE: tl.constexpr, PBLOCK: tl.constexpr, HINTS: tl.constexpr,
+    MERGE: tl.constexpr, PBLOCK: tl.constexpr,
 ):
     """v8, channels_last: program (cb, t, b) normalises channels cb*CBLK .. +CBLK of rows t*TILES*BLOCK_S .. in
     [CBLK, BLOCK_S] tiles: reads runs of CBLK channels, writes runs of BLOCK_S positions of the contiguous y (the
     transpose goes through shared memory). Channel blocks are the fastest grid axis, so neighbouring programs read
     the same rows of x. MERGE: each program merges its channels' groups' NP partials itself."""
     cb = tl.program_id(0)
-    # Row blocks, and batches, in the reverse order of the statistics pass: the rows it read last are still in L2.
+    # Row blocks in the reverse order of the statistics pass: the rows it read last are still in L2.
     t = tl.num_programs(1) - 1 - tl.program_id(1)
-    bidx = tl.num_programs(2) - 1 - tl.program_id(2)
+    bidx = tl.program_id(2)
     x_base, y_base = _batch_bases(x_ptr, y_ptr, bidx, sxb, C * S, WIDE)
     c = cb * CBLK + tl.arange(0, CBLK)
     rows = bidx * G + c // CPG
@@ -621,16 +606,9 @@ def _gn_rows_apply_kernel(
         mask = (s < S) & (c2 < C)
         if WIDE:
             s = s.to(tl.int64)
-        # HINTS: x's last use and y's only one, neither should push the rows still to be re-read out of the L2
-        if HINTS:
-            x = tl.load(x_base + s * ss + c2, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        else:
-            x = tl.load(x_base + s * ss + c2, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_base + s * ss + c2, mask=mask, other=0.0).to(tl.float32)
         y = _norm_silu(x, mean2, rstd2, w2, b2, HAS_W, HAS_B)
-        if HINTS:
-            tl.store(y_base + c2 * S + s, y.to(y_base.dtype.element_ty), mask=mask, eviction_policy="evict_first")
-        else:
-            tl.store(y_base + c2 * S + s, y.to(y_base.dtype.element_ty), mask=mask)
+        tl.store(y_base + c2 * S + s, y.to(y_base.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -1101,10 +1079,8 @@ def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
     iters = max(1, min(st_iters, S // (block_s * _ROWS_MIN_PROGRAMS)))
     span = block_s * iters
     n_part = cdiv(S, span)
-    hints = _ROWS_L2_KEEP_BYTES is not None
-    keep_from = S - (_ROWS_L2_KEEP_BYTES or 0) // (C * x.element_size()) if hints else S
-    partial = Plan((n_part, B, 1), (x.dtype, f32, f32), (G, S, sxb, ss, n_part, span, keep_from),
-                   (C, CPG, block_s, wide, hints), st_warps)
+    partial = Plan((n_part, B, 1), (x.dtype, f32, f32), (G, S, sxb, ss, n_part, span), (C, CPG, block_s, wide),
+                   st_warps)
     merge = n_part <= _ROWS_MERGE_MAX
     finalize = None if merge else Plan((B * G, 1, 1), (f32, f32, f32), (S, CPG, n_part, span),
                                        (min(_FINALIZE[0], next_pow2(n_part)),), _FINALIZE[1])
@@ -1112,7 +1088,7 @@ def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
     tiles = max(ap_tiles, cdiv(S, ap_s * 65535))  # the grid's second axis holds at most 65535 row blocks
     apply = Plan((C // cblk, cdiv(S, ap_s * tiles), B), dt + (f32, f32, f32),
                  (G, C, S, CPG, sxb, ss, n_part, span, tiles),
-                 (cblk, ap_s, wide, has_w, has_b, merge, min(16, next_pow2(n_part)) if merge else 1, hints), ap_warps)
+                 (cblk, ap_s, wide, has_w, has_b, merge, min(16, next_pow2(n_part)) if merge else 1), ap_warps)
     return ("split_rows", partial, finalize, apply, B * G * n_part, B * G)
 
 
