@@ -9,6 +9,8 @@ order with the same kernel, and times both against torch's copy of the same byte
 channels_last schedule on these shapes, before anyone builds one.
 
     python3 scripts/unit_order_copy.py --shape 1x512x9x128x128 --groups 32 --out result.json
+    ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum -k regex:tile_copy \
+        python3 scripts/unit_order_copy.py --shape 1x512x9x128x128 --rounds 0     # bytes each pattern moves
 
 Variants: `linear` (the kernel over position-major tiles: its own ceiling), `units_k` (k groups a unit, k = 1, 2, 4,
 ... up to the widths a unit of at most --max-unit-mb allows; a unit must fit the grid's shared memory), `torch`.
@@ -90,7 +92,8 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--max-unit-mb", type=float, default=24.0,
                     help="largest unit that could be held on chip (132 SMs x ~227 KB of shared memory, less a ring)")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved timing rounds; 0 runs each variant once, checked (a run for ncu to count bytes)")
     ap.add_argument("--copy-tbps", type=float, default=None, help="the bench's measured copy rate, for copy shares")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -112,6 +115,9 @@ def main(argv=None):
             torch.cuda.synchronize()
             if not torch.equal(x, y):
                 raise SystemExit(f"{text} {name}: y is not a copy of x")
+        if args.rounds < 1:
+            print(text, "each variant ran once and copied x:", ", ".join(variants), flush=True)
+            continue
         times = {name: [] for name in variants}
         for r in range(args.rounds):
             for name in round_order(list(variants), r):
