@@ -69,10 +69,28 @@ SHIFT_SCALE, SHIFT_OFFSET = 1.5, 0.25  # the replay check's inputs: other statis
 def shift_floats_(inputs: dict[str, torch.Tensor | None]) -> None:
     """Scale and shift every floating-point input in place (x <- 1.5 x + 0.25): values in the same buffers whose
     statistics differ from the workload's, so a result computed from a previous call's state shows. Integer inputs
-    (indices, positions) keep their values."""
+    (indices, positions) keep their values. A broadcast input (a stride of 0) is shifted once per memory location."""
     for t in inputs.values():
         if t is not None and t.is_floating_point():
-            t.mul_(SHIFT_SCALE).add_(SHIFT_OFFSET)
+            _memory_once(t).mul_(SHIFT_SCALE).add_(SHIFT_OFFSET)
+
+
+def _memory_once(t: torch.Tensor) -> torch.Tensor:
+    """A view of t's memory that names each location once, which in-place ops require: the dimensions of stride 0
+    narrowed to one element; where strides still overlap, the flat span of storage the view covers."""
+    for d in range(t.dim()):
+        if t.stride(d) == 0 and t.size(d) > 1:
+            t = t.narrow(d, 0, 1)
+    # torch refuses only overlaps it can prove; the others it would apply more than once to a location
+    reach = 0
+    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return t
+    last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return storage_of(t)[t.storage_offset():last + 1]
 
 
 def restore_views(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:

@@ -346,3 +346,62 @@ def test_the_shift_changes_a_standard_normal_inputs_statistics():
     before = (x.mean().item(), x.std().item())
     C.shift_floats_({"x": x})
     assert abs(x.mean().item() - before[0]) > 0.2 and abs(x.std().item() / before[1] - 1.5) < 1e-3
+
+
+def test_shift_floats_shifts_a_broadcast_input_once_per_memory_location():
+    # a scale vector expanded over tokens (stride 0): an in-place op on the view itself is refused by torch
+    base = torch.tensor([1.0, -2.0, 4.0])
+    scale = base.expand(5, 3)
+    C.shift_floats_({"scale": scale})
+    assert torch.equal(base, torch.tensor([1.75, -2.75, 6.25]))  # once, not five times
+    assert torch.equal(scale, base.expand(5, 3))
+
+
+def test_shift_floats_leaves_the_gaps_of_a_strided_view_alone():
+    buf = torch.arange(12, dtype=torch.float32).view(3, 4)
+    C.shift_floats_({"x": buf[:, ::2]})
+    expect = torch.arange(12, dtype=torch.float32).view(3, 4)
+    expect[:, ::2] = expect[:, ::2] * C.SHIFT_SCALE + C.SHIFT_OFFSET
+    assert torch.equal(buf, expect)
+
+
+def test_shift_floats_falls_back_to_the_span_of_storage_where_strides_overlap():
+    # windows of 3 sliding by 1 over 6 floats: no stride is 0, yet locations repeat
+    buf = torch.arange(8, dtype=torch.float32)
+    windows = buf[1:].as_strided((4, 3), (1, 1), 1)
+    C.shift_floats_({"w": windows})
+    expect = torch.arange(8, dtype=torch.float32)
+    expect[1:7] = expect[1:7] * C.SHIFT_SCALE + C.SHIFT_OFFSET  # the six locations the windows cover, once each
+    assert torch.equal(buf, expect)
+
+
+def _has_broadcast(spec) -> bool:
+    return spec is not None and any(s == 0 and n > 1 for n, s in zip(spec.shape, spec.stride))
+
+
+def test_every_broadcast_row_of_every_task_takes_the_phase_3_shift():
+    # Phase 3 runs on a GPU only; this runs its input shift on a CPU over each task's rows with a broadcast input,
+    # which crashed fuse_scale_shift's and rotary_embedding's benches on 2026-11-27 (reg_sel_ln_fp32_b3_s31_c130_bcast,
+    # reg_ltx2_batch_broadcast_cos)
+    from kda.paths import all_task_dirs
+    from kda.task import Task
+    from kda.workloads import build_inputs, refill_inputs
+    seen = set()
+    for task_dir in all_task_dirs():
+        task = Task.load(task_dir.name)
+        for row in task.rows:
+            if not any(_has_broadcast(s) for s in row.tensors.values()):
+                continue
+            if sum(math.prod(s.shape) for s in row.tensors.values() if s is not None) > 1 << 22:
+                continue  # a production row's full size: the small regression rows cover the same layouts
+            inputs = build_inputs(row, "cpu")
+            refill_inputs(row, inputs, 7)
+            before = {k: t.clone() for k, t in inputs.items() if t is not None}
+            C.shift_floats_(inputs)
+            for k, t in inputs.items():
+                if t is None:
+                    continue
+                want = before[k].double() * C.SHIFT_SCALE + C.SHIFT_OFFSET if t.is_floating_point() else before[k]
+                assert torch.allclose(t.double(), want.double(), rtol=1e-2, atol=1e-2), (task_dir.name, row.id, k)
+            seen.add(row.id)
+    assert {"reg_sel_ln_fp32_b3_s31_c130_bcast", "reg_ltx2_batch_broadcast_cos"} <= seen
