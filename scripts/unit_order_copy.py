@@ -26,7 +26,8 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from layout_sweep import _graph_us, copy_share, round_order  # noqa: E402  (a script beside this one)
+from held_scaling import parse_shape as parse_any_shape  # noqa: E402  (scripts beside this one)
+from layout_sweep import _graph_us, copy_share, round_order  # noqa: E402
 
 
 @triton.jit
@@ -60,12 +61,10 @@ def tile_copy(x2d: torch.Tensor, y2d: torch.Tensor, width: int, unit_major: bool
 
 
 def parse_shape(text: str) -> tuple:
-    try:
-        dims = tuple(int(d) for d in text.lower().split("x"))
-    except ValueError:
-        raise SystemExit(f"--shape {text!r}: expected N x C x T x H x W in integers, e.g. 1x512x9x128x128")
-    if len(dims) != 5 or min(dims) < 1:
-        raise SystemExit(f"--shape {text!r}: expected five positive dimensions N x C x T x H x W")
+    """'1x512x9x128x128' -> (1, 512, 9, 128, 128): a 3-d group norm's x, five sizes."""
+    dims = parse_any_shape(text)
+    if len(dims) != 5:
+        raise SystemExit(f"--shape {text!r}: expected five sizes N x C x T x H x W")
     return dims
 
 
