@@ -76,21 +76,13 @@ def shift_floats_(inputs: dict[str, torch.Tensor | None]) -> None:
 
 
 def _memory_once(t: torch.Tensor) -> torch.Tensor:
-    """A view of t's memory that names each location once, which in-place ops require: the dimensions of stride 0
-    narrowed to one element; where strides still overlap, the flat span of storage the view covers."""
+    """A view of t's memory that names each location once, which in-place ops require: its broadcast dimensions
+    (stride 0) narrowed to one element. No other dimensions overlap: workloads refuse such layouts
+    (workloads._layout_problem)."""
     for d in range(t.dim()):
         if t.stride(d) == 0 and t.size(d) > 1:
             t = t.narrow(d, 0, 1)
-    # torch refuses only overlaps it can prove; the others it would apply more than once to a location
-    reach = 0
-    for stride, size in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n > 1):
-        if stride <= reach:
-            break
-        reach += (size - 1) * stride
-    else:
-        return t
-    last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return storage_of(t)[t.storage_offset():last + 1]
+    return t
 
 
 def restore_views(inputs: dict[str, torch.Tensor | None], snaps: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
