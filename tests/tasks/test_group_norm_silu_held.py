@@ -42,8 +42,8 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head, tail = plan
-    assert head == min(units - 1, IMPL._HELD_HEAD) and head + tail < units
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head = plan
+    assert head == min(units, IMPL._HELD_HEAD)
     assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
     assert tma_store in (0, 1)
     assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
@@ -123,14 +123,11 @@ def test_a_4_7_mb_group_takes_the_default_lag():
     assert plan[:9] == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0, 0)
 
 
-def test_the_head_kernel_takes_the_units_asked_for_and_never_more_than_x_has(monkeypatch):
+def test_the_head_takes_the_units_asked_for_and_never_more_than_x_has(monkeypatch):
     shape = _geometry((1, 512, 9, 128, 128), 2)  # 32 units
-    # at least one unit is the held kernel's (its CTA 0 advances the epoch after every CTA has published one)
-    for asked, want in (((0, 0), (0, 0)), ((3, 0), (3, 0)), ((0, 3), (0, 3)), ((3, 2), (3, 2)), ((32, 1), (31, 0)),
-                        ((40, 0), (31, 0)), ((30, 5), (30, 1)), ((-1, -1), (0, 0))):
-        monkeypatch.setattr(IMPL, "_HELD_HEAD", asked[0])
-        monkeypatch.setattr(IMPL, "_HELD_TAIL", asked[1])
-        assert IMPL.held_plan(*shape, SMS, SMEM)[10:] == want
+    for asked, head in ((0, 0), (3, 3), (32, 32), (40, 32), (-1, 0)):
+        monkeypatch.setattr(IMPL, "_HELD_HEAD", asked)
+        assert IMPL.held_plan(*shape, SMS, SMEM)[10] == head
 
 
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():

@@ -401,7 +401,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
         a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
       }
-      if (lane == 0 && t >= p.head && t < p.units - p.tail)
+      if (lane == 0 && t >= p.head)
         store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
       if (lane == 0 && t == 0) GN_TRACE(HeldTrace::kFirstPublished);
       if (lane == 0 && t == p.units - 1) GN_TRACE(HeldTrace::kLastPublished);
@@ -432,7 +432,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
       const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
       TileSums<T> tile;
-      const bool sum = t >= p.head && t < p.units - p.tail;  // else the head kernel has the partial out already
+      const bool sum = t >= p.head;  // the head kernel has the head's partials out already
       for (int k = 0; k < chunks; ++k) {
         mbar_wait(full + st.s, st.phase);  // even unsummed: a parity wait may not fall a ring behind
         const uint4* slot = ring + st.s * p.chunk_vecs;
@@ -538,8 +538,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   if (g == 0) GN_TRACE(HeldTrace::kApplyDone);
 }
 
-// v26, the head kernel: each CTA (i, u) sums CTA i's slice of unit u (u < head, or one of the last `tail` units), as
-// the held kernel would, and publishes
+// v26, the head kernel: each CTA (i, u) sums CTA i's slice of unit u < head, as the held kernel would, and publishes
 // that partial under the held call's tag, so that the held call finds units 0 .. head - 1 exchanged when it starts.
 // The held kernel's first exchange otherwise ends only when its first ring fill has come back to every SM, DRAM idle
 // meanwhile (ledger L0079-L0084); the launch boundary is a grid-wide barrier taken with no copies in flight. x is read
@@ -547,10 +546,9 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 template <typename T>
 __global__ void __launch_bounds__(kHeadThreads) gn_head_kernel(HeldParams p) {
   using V = Vec<T>;
-  constexpr int VE = V::VE, kUnroll = 8;
+  constexpr int VE = V::VE, kUnroll = 4;
   __shared__ float2 wsum[kHeadThreads / 32];
-  const int i = blockIdx.x, tid = threadIdx.x;
-  const int u = static_cast<int>(blockIdx.y) < p.head ? blockIdx.y : p.units - p.tail + (blockIdx.y - p.head);
+  const int i = blockIdx.x, u = blockIdx.y, tid = threadIdx.x;
   const int lo = i * p.slice_vecs, len = min(p.slice_vecs, p.group_vecs - lo);
   const float piv = pivot_of<T>(unit_word(p.x, u, p.group_vecs));
   const uint4* src = static_cast<const uint4*>(p.x) + static_cast<int64_t>(u) * p.group_vecs + lo;
@@ -607,9 +605,8 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
   constexpr int S = kHeldStatWarps;
-  if (p.head + p.tail > 0) {
-    gn_head_kernel<T>
-        <<<dim3(static_cast<unsigned>(p.ctas), static_cast<unsigned>(p.head + p.tail)), kHeadThreads, 0, stream>>>(p);
+  if (p.head > 0) {
+    gn_head_kernel<T><<<dim3(static_cast<unsigned>(p.ctas), static_cast<unsigned>(p.head)), kHeadThreads, 0, stream>>>(p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

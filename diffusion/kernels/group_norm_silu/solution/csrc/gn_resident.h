@@ -104,9 +104,8 @@ struct HeldParams : GroupCall {
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
-  int head;                // v26: units 0 .. head - 1 and the last `tail` units have their partials from a kernel
-  int tail;                // launched just before (the head kernel, which leaves their x in the L2 with evict_last):
-                           // the held kernel neither sums nor publishes them
+  int head;                // v26: units 0 .. head - 1 have their partials from a kernel launched just before (the head
+                           // kernel, which leaves their x in the L2): the held kernel neither sums nor publishes them
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
