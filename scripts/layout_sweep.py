@@ -244,8 +244,6 @@ def _group_norm_layouts():
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})
-    # v26: the head kernel sums the first 1 to 8 units before the held kernel starts
-    out.update({f"held_head{n}": {"_HELD": True, "_HELD_HEAD": n} for n in (1, 2, 3, 4, 6, 8)})
 
 
     return m, out

@@ -42,8 +42,7 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     units, group_elems, channel_elems, elem = _geometry(x.shape, 2, row.scalars["num_groups"])
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
-    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head = plan
-    assert head == min(units, IMPL._HELD_HEAD)
+    ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch = plan
     assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
     assert tma_store in (0, 1)
     assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
@@ -123,13 +122,6 @@ def test_a_4_7_mb_group_takes_the_default_lag():
     assert plan[:9] == (132, 2240, 2, 1120, 12, IMPL._HELD_LAG, 12, 0, 0)
 
 
-def test_the_head_takes_the_units_asked_for_and_never_more_than_x_has(monkeypatch):
-    shape = _geometry((1, 512, 9, 128, 128), 2)  # 32 units
-    for asked, head in ((0, 0), (3, 3), (32, 32), (40, 32), (-1, 0)):
-        monkeypatch.setattr(IMPL, "_HELD_HEAD", asked)
-        assert IMPL.held_plan(*shape, SMS, SMEM)[10] == head
-
-
 def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span_three_channels():
     # 4 channels of 2^22 elements per group: 32 MB over 132 rings of 227 KB (29 MB) cannot be held
     assert IMPL.held_plan(*_geometry((1, 128, 1, 2048, 2048), 2), SMS, SMEM) is None
@@ -142,8 +134,8 @@ def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span
 
 def test_held_kernel_compiles_for_hopper_without_spills(hopper_build):
     # the held kernel for fp16 and bf16 (the only x it takes) at 8, 12 and 16 apply warps, and at 12 apply warps
-    # holding chunks in registers; the head kernel for both
-    assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 10
+    # holding chunks in registers
+    assert hopper_build(IMPL._EXT.csrc / "gn_held.cu") == 8
 
 
 @pytest.mark.parametrize("name, takes_held", [("NVIDIA H200", True), ("NVIDIA H200 NVL", True),

@@ -157,10 +157,6 @@ _HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors 
 # rounds by graph replay on the six large contiguous rows (960c43d-prefetch.json): 0.8-4.4% faster on the five with
 # a lag, 10.3% on the no-lag row; 64 KB a little behind it, 128 KB and more slower than none (the L2 evicts them)
 _HELD_PREFETCH_BYTES = 32 << 10
-# v26: units whose statistics the head kernel (csrc/gn_held.cu) takes, just before the held kernel and with x left in
-# the L2 for it, so that the held kernel's first exchanges are done before it starts (its first exchange ended only
-# once every SM's first ring fill had come back, ~12 us into a call: ledger L0079-L0084). 0: none.
-_HELD_HEAD = 0
 _HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
 _HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
 _HELD_MAX_CTAS = 256
@@ -789,8 +785,8 @@ def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
 
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
-    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch, head) for the
-    held kernel, or None when it cannot take x.
+    """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch) for the held
+    kernel, or None when it cannot take x.
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -801,8 +797,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
     _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry and _HELD_REG_CHUNKS (16-bit x, chunks of
     _HELD_REG_PER_THREAD vectors a thread at most). The copy warp prefetches `prefetch` chunks ahead into the L2
-    (_HELD_PREFETCH_BYTES, rounded up to whole chunks; not with TMA stores). The head kernel sums the first `head`
-    units (_HELD_HEAD, at most the units)."""
+    (_HELD_PREFETCH_BYTES, rounded up to whole chunks; not with TMA stores)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -829,8 +824,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     if lag < 0:
         return None
     prefetch = 0 if tma_store else cdiv(_HELD_PREFETCH_BYTES, 16 * chunk_vecs)
-    head = min(units, max(0, _HELD_HEAD))
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch, head
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):

@@ -160,12 +160,12 @@ bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, co
 }
 
 // v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps,
-// tma_store, reg_chunks, prefetch, head) and the device's epoch (an int32, HeldParams).
+// tma_store, reg_chunks, prefetch) and the device's epoch (an int32, HeldParams).
 // Returns false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
 bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
               const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
               int64_t chunk_vecs, int64_t ring_slots, int64_t lag, int64_t warps, int64_t tma_store,
-              int64_t reg_chunks, int64_t prefetch, int64_t head, const at::Tensor& epoch) {
+              int64_t reg_chunks, int64_t prefetch, const at::Tensor& epoch) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -180,15 +180,14 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
                         B * groups * group_vecs < (int64_t{1} << 40) && group_vecs < (int64_t{1} << 31) &&
                         elem == 2 && (warps == 8 || warps == 12 || warps == 16) && prefetch >= 0 &&
                         prefetch <= (1 << 20) &&
-                        reg_chunks >= 0 && reg_chunks <= kda_gn::kHeldRegChunks && head >= 0 &&
-                        head <= B * groups &&
+                        reg_chunks >= 0 && reg_chunks <= kda_gn::kHeldRegChunks &&
                         (reg_chunks == 0 ||
                          (warps == kda_gn::kHeldRegWarps && tma_store == 0 &&
                           chunk_vecs * kda_gn::kHeldRegChunks <= kda_gn::kHeldRegVecs * kda_gn::kHeldRegWarps * 32)),
                     "group_norm_silu: inconsistent held plan (x of ", elem, "-byte elements, ctas ", ctas,
                     ", slice_vecs ", slice_vecs, ", chunks ", chunks, ", chunk_vecs ", chunk_vecs, ", ring_slots ",
                     ring_slots, ", lag ", lag, ", warps ", warps, ", tma_store ", tma_store, ", reg_chunks ", reg_chunks,
-                    ", prefetch ", prefetch, ", head ", head, ")");
+                    ", prefetch ", prefetch, ")");
 
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
@@ -211,7 +210,6 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   p.tma_store = tma_store != 0;
   p.reg_chunks = static_cast<int>(reg_chunks);
   p.prefetch = static_cast<int>(prefetch);
-  p.head = static_cast<int>(head);
   const cudaError_t err = kda_gn::launch_held(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
   if (err == cudaErrorCooperativeLaunchTooLarge) {  // a GPU (share) smaller than at plan time: the caller falls back
     (void)cudaGetLastError();

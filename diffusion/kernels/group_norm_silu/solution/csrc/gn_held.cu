@@ -401,8 +401,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
         a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
       }
-      if (lane == 0 && t >= p.head)
-        store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
+      if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
       if (lane == 0 && t == 0) GN_TRACE(HeldTrace::kFirstPublished);
       if (lane == 0 && t == p.units - 1) GN_TRACE(HeldTrace::kLastPublished);
     };
@@ -432,15 +431,13 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
       // latency-bound on its compute warps: ncu-v17/66d8bc0-c512_t9_128x128_contig.txt).
       const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
       TileSums<T> tile;
-      const bool sum = t >= p.head;  // the head kernel has the head's partials out already
       for (int k = 0; k < chunks; ++k) {
-        mbar_wait(full + st.s, st.phase);  // even unsummed: a parity wait may not fall a ring behind
+        mbar_wait(full + st.s, st.phase);
         const uint4* slot = ring + st.s * p.chunk_vecs;
         const int n = min(p.chunk_vecs, len - k * p.chunk_vecs);
-        if (sum)
-          for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
-            tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
-          });
+        for_rounds<kStatThreads>(n, tid, [&](int base, int m, auto kk) {
+          tile_round<T, decltype(kk)::value, kStatThreads>(tile, slot + base, m, tid, piv2);
+        });
         st.next(p.ring_slots);
       }
       const float2 sq = tile.take();
@@ -538,63 +535,6 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
   if (g == 0) GN_TRACE(HeldTrace::kApplyDone);
 }
 
-// v26, the head kernel: each CTA (i, u) sums CTA i's slice of unit u < head, as the held kernel would, and publishes
-// that partial under the held call's tag, so that the held call finds units 0 .. head - 1 exchanged when it starts.
-// The held kernel's first exchange otherwise ends only when its first ring fill has come back to every SM, DRAM idle
-// meanwhile (ledger L0079-L0084); the launch boundary is a grid-wide barrier taken with no copies in flight. x is read
-// here with evict_last, so the held kernel's copies of the head units hit the L2.
-template <typename T>
-__global__ void __launch_bounds__(kHeadThreads) gn_head_kernel(HeldParams p) {
-  using V = Vec<T>;
-  constexpr int VE = V::VE, kUnroll = 4;
-  __shared__ float2 wsum[kHeadThreads / 32];
-  const int i = blockIdx.x, u = blockIdx.y, tid = threadIdx.x;
-  const int lo = i * p.slice_vecs, len = min(p.slice_vecs, p.group_vecs - lo);
-  const float piv = pivot_of<T>(unit_word(p.x, u, p.group_vecs));
-  const uint4* src = static_cast<const uint4*>(p.x) + static_cast<int64_t>(u) * p.group_vecs + lo;
-  const uint64_t pol = l2_policy(true, false);
-  float s1 = 0.f, s2 = 0.f;
-  for (int base = 0; base < len; base += kHeadThreads * kUnroll) {
-    uint4 q[kUnroll];
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {  // the loads first, so that they are in flight together
-      const int v = base + tid + k * kHeadThreads;
-      q[k] = make_uint4(0u, 0u, 0u, 0u);
-      if (v < len)
-        asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-                     : "=r"(q[k].x), "=r"(q[k].y), "=r"(q[k].z), "=r"(q[k].w)
-                     : "l"(src + v), "l"(pol));
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      if (base + tid + k * kHeadThreads < len) {
-        float f[VE];
-        V::unpack(q[k], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float d = f[e] - piv;
-          s1 += d;
-          s2 = fmaf(d, d, s2);
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-    s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-  }
-  if (tid % 32 == 0) wsum[tid / 32] = make_float2(s1, s2);
-  __syncthreads();
-  if (tid == 0) {
-    float2 a = make_float2(0.f, 0.f);
-#pragma unroll
-    for (int w = 0; w < kHeadThreads / 32; ++w) a.x += wsum[w].x, a.y += wsum[w].y;
-    const unsigned tag = ((p.salt + *static_cast<volatile unsigned*>(p.epoch)) << 1) | 1u;
-    store_partial(p.partials + static_cast<int64_t>(u) * p.ctas + i, a.x, a.y, tag);
-  }
-}
-
 template <typename T, int kStat, int kApply, bool kRegs = false>
 cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream) {
   static size_t opted[64] = {};
@@ -605,11 +545,6 @@ cudaError_t launch_held_typed(const HeldParams& p, DType wb, cudaStream_t stream
 template <typename T>
 cudaError_t launch_held_warps(const HeldParams& p, DType wb, cudaStream_t stream) {
   constexpr int S = kHeldStatWarps;
-  if (p.head > 0) {
-    gn_head_kernel<T><<<dim3(static_cast<unsigned>(p.ctas), static_cast<unsigned>(p.head)), kHeadThreads, 0, stream>>>(p);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-  }
   if (p.reg_chunks > 0) return launch_held_typed<T, S, kHeldRegWarps, true>(p, wb, stream);  // the binding checks
   switch (p.warps) {
     case 8: return launch_held_typed<T, S, 8>(p, wb, stream);

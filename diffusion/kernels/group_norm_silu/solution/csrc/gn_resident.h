@@ -104,8 +104,6 @@ struct HeldParams : GroupCall {
   int reg_chunks;          // v20: a unit's first chunks the apply warps hold in registers from its statistics to its
                            // apply (0: none); at most kHeldRegVecs vectors a thread, at kHeldRegWarps apply warps
   int prefetch;            // v21: the copy warp prefetches x into the L2 this many chunks ahead of its copies (0: none)
-  int head;                // v26: units 0 .. head - 1 have their partials from a kernel launched just before (the head
-                           // kernel, which leaves their x in the L2): the held kernel neither sums nor publishes them
 };
 
 // Per CTA: kHeldStatWarps statistics warps, 8, 12 or 16 apply warps (instantiations), a copy warp, a warp that
@@ -119,7 +117,6 @@ constexpr int kHeldPartBufs = 8;                 // units of warp partials the s
 constexpr int kHeldRegVecs = 8;                  // vectors an apply thread holds in registers (reg_chunks > 0),
 constexpr int kHeldRegChunks = 4;                // of this many chunks at most (so chunk_vecs <= 2 a thread)
 constexpr int kHeldRegWarps = 12;                // the apply warps of the instantiation that holds them
-constexpr int kHeadThreads = 256;                // threads of a head kernel CTA (v26)
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
