@@ -241,9 +241,6 @@ def _group_norm_layouts():
     out["held_no_lag_c768_r2"] = {"_HELD": True, "_HELD_NO_LAG": (12, False, 768, 2)}
     # rings of at most 6, 8 or 10 slots: fewer copies issued at the start, ahead of the first unit's statistics
     out.update({f"held_slots{n}": {"_HELD": True, "_HELD_MAX_SLOTS": n} for n in (6, 8, 10)})
-    # v27: the resident kernel's 16-bit slice statistics as one tensor-core pass of pivot sums, or as v5's two passes
-    out["resident_pivot"] = {"_RESIDENT_PIVOT_SUMS": True}
-    out["resident_two_pass"] = {"_RESIDENT_PIVOT_SUMS": False}
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})

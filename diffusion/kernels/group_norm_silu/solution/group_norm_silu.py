@@ -98,9 +98,6 @@ _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's D
 # on it is 4-45% slower by both: a round of the team (statistics, wait, merge, apply) runs at ~2 TB/s, not at the
 # copy rate, so the Triton split path keeps the large rows.
 _RESIDENT_MAX_BYTES = 30 << 20
-# v27: 16-bit x's slice statistics on the tensor cores in one pass, as sums of x - pivot (the held kernel's), instead
-# of the mean and M2 in two FP32 passes over shared memory (csrc/gn_resident.cu, Params.pivot_sums)
-_RESIDENT_PIVOT_SUMS = True
 # v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
 # each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
 # v6h (H200 graph replay, docs/profile/h200/layout-sweep/f132939-stream-span.json): 0.86x (fp16, c256 t5) to 1.03x
@@ -1120,7 +1117,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     if plan is None:
         return out
     if plan[0] == "resident":
-        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], int(_RESIDENT_PIVOT_SUMS)):
+        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1]):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":

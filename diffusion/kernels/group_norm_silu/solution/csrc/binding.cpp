@@ -90,11 +90,10 @@ void set_call(kda_gn::GroupCall& p, const at::Tensor& x, const at::Tensor& out, 
 }
 
 // Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
-// ring_vecs) and how a slice's statistics are taken (pivot_sums, Params). Returns false, having launched nothing,
-// when `accept` refuses this call's tensors.
+// ring_vecs). Returns false, having launched nothing, when `accept` refuses this call's tensors.
 bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
          const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
-         int64_t ring_vecs, int64_t pivot_sums) {
+         int64_t ring_vecs) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -119,7 +118,6 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   p.teams = static_cast<int>(teams);
   p.chunk_vecs = static_cast<int>(chunk_vecs);
   p.ring_vecs = static_cast<int>(ring_vecs);
-  p.pivot_sums = pivot_sums != 0 && elem == 2;
   const cudaError_t err = kda_gn::launch(p, call.xt, call.wt, stream.stream());
   TORCH_CHECK(err == cudaSuccess, "group_norm_silu resident kernel launch failed: ", cudaGetErrorString(err));
   return true;

@@ -13,8 +13,6 @@
 // the rest is issued once the current slice is written out.
 #include "gn_common.cuh"
 
-#include <type_traits>
-
 namespace kda_gn {
 
 // The team counters start at zero: cleared by this kernel, not a memset, so the candidate's path runs only its own
@@ -74,62 +72,30 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
     cp_async_wait_all();
     __syncthreads();
 
-    float cmean, m2;
-    if constexpr (!std::is_same_v<T, float>) {
-      if (p.pivot_sums) {
-        // v27: d = x - pivot in x's type (the unit's first element, the same in every member, so the members' sums
-        // add up), summed on the tensor cores in one pass; mean and M2 of the slice from them. The two FP32 passes
-        // below cost ~10 instructions an element and, on a team holding 100-200 KB a CTA, as long as its load.
-        using H = Half2Ops<T>;
-        const unsigned word = __ldg(x + static_cast<int64_t>(u) * p.group_vecs).x;
-        const unsigned h = word & 0xffffu, piv2 = h | (h << 16);
-        TileSums<T> tile;
-        for (int b = 0; b < len; b += kThreads) {  // the bound is the CTA's: every lane of a warp takes each mma
-          const int i = b + tid;
-          const bool valid = i < len;
-          uint4 q = make_uint4(0u, 0u, 0u, 0u);
-          if (valid) {
-            int pos = start + i;
-            if (pos >= p.ring_vecs) pos -= p.ring_vecs;
-            q = ring[pos];
-          }
-          tile.add(valid ? H::sub2(q.x, piv2) : 0u, valid ? H::sub2(q.y, piv2) : 0u,
-                   valid ? H::sub2(q.z, piv2) : 0u, valid ? H::sub2(q.w, piv2) : 0u);
-        }
-        const float2 w = tile.take();  // the warp's sums, in every lane
-        const float s1 = block_sum(tid % 32 == 0 ? w.x : 0.f, scratch);
-        const float s2 = block_sum(tid % 32 == 0 ? w.y : 0.f, scratch);
-        const float n = fmaxf(n_mine, 1.f);
-        cmean = H::low_to_float(h) + s1 / n;
-        m2 = fmaxf(s2 - s1 * (s1 / n), 0.f);
+    // The slice's mean, then its M2 about that mean, both from shared memory.
+    float s = 0.f;
+    for (int i = tid; i < len; i += kThreads) {
+      int pos = start + i;
+      if (pos >= p.ring_vecs) pos -= p.ring_vecs;
+      float f[VE];
+      V::unpack(ring[pos], f);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) s += f[e];
+    }
+    const float cmean = block_sum(s, scratch) / fmaxf(n_mine, 1.f);
+    float q = 0.f;
+    for (int i = tid; i < len; i += kThreads) {
+      int pos = start + i;
+      if (pos >= p.ring_vecs) pos -= p.ring_vecs;
+      float f[VE];
+      V::unpack(ring[pos], f);
+#pragma unroll
+      for (int e = 0; e < VE; ++e) {
+        const float d = f[e] - cmean;
+        q = fmaf(d, d, q);
       }
     }
-    if (std::is_same_v<T, float> || !p.pivot_sums) {
-      // The slice's mean, then its M2 about that mean, both from shared memory.
-      float s = 0.f;
-      for (int i = tid; i < len; i += kThreads) {
-        int pos = start + i;
-        if (pos >= p.ring_vecs) pos -= p.ring_vecs;
-        float f[VE];
-        V::unpack(ring[pos], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) s += f[e];
-      }
-      cmean = block_sum(s, scratch) / fmaxf(n_mine, 1.f);
-      float q = 0.f;
-      for (int i = tid; i < len; i += kThreads) {
-        int pos = start + i;
-        if (pos >= p.ring_vecs) pos -= p.ring_vecs;
-        float f[VE];
-        V::unpack(ring[pos], f);
-#pragma unroll
-        for (int e = 0; e < VE; ++e) {
-          const float d = f[e] - cmean;
-          q = fmaf(d, d, q);
-        }
-      }
-      m2 = block_sum(q, scratch);
-    }
+    const float m2 = block_sum(q, scratch);
 
     if (p.team_size > 1 && tid == 0) {
       p.partials[static_cast<int64_t>(u) * p.team_size + member] = make_float2(cmean, m2);

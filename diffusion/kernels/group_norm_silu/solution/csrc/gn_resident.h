@@ -33,8 +33,6 @@ struct Params : GroupCall {
   int teams;               // grid = teams * team_size CTAs, all resident at once
   int chunk_vecs;          // vectors per member slice (the last members may hold fewer or none)
   int ring_vecs;           // shared-memory ring per CTA, in vectors: >= chunk_vecs
-  int pivot_sums;          // v27, 16-bit x: a slice's sums of x - pivot (the unit's first element) and of their
-                           // squares on the tensor cores, in one pass (0: its mean, then its M2, two FP32 passes)
 };
 
 constexpr int kThreads = 512;
