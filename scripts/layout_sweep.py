@@ -241,6 +241,9 @@ def _group_norm_layouts():
     out["held_no_lag_c768_r2"] = {"_HELD": True, "_HELD_NO_LAG": (12, False, 768, 2)}
     # rings of at most 6, 8 or 10 slots: fewer copies issued at the start, ahead of the first unit's statistics
     out.update({f"held_slots{n}": {"_HELD": True, "_HELD_MAX_SLOTS": n} for n in (6, 8, 10)})
+    # v5's resident kernel with a team's wait priced higher (default 1536 vectors): teams of fewer CTAs, or of one
+    # (no wait, no counter-zeroing launch) on more rows
+    out.update({f"resident_barrier{v}": {"_RESIDENT_BARRIER_VECS": v} for v in (1536, 3072, 6144, 12288, 1 << 30)})
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})
