@@ -244,6 +244,11 @@ def _group_norm_layouts():
     # v5's resident kernel with a team's wait priced higher (default 1536 vectors): teams of fewer CTAs, or of one
     # (no wait, no counter-zeroing launch) on more rows
     out.update({f"resident_barrier{v}": {"_RESIDENT_BARRIER_VECS": v} for v in (1536, 3072, 6144, 12288, 1 << 30)})
+    # v28: the resident kernel's team counters as the device's generations (one launch a call) or zeroed by a kernel
+    # before each call (v5), and each round of a team priced at 0 to 16384 vectors
+    out["resident_zeroed"] = {"_RESIDENT_GENERATIONS": False}
+    out.update({f"resident_gen_r{v}": {"_RESIDENT_GENERATIONS": True, "_RESIDENT_ROUND_VECS": v}
+                for v in (0, 4096, 8192, 16384)})
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})

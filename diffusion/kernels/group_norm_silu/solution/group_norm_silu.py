@@ -92,12 +92,16 @@ _RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's
 _RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
 _RESIDENT_MAX_CPG = 1024
 _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
+_RESIDENT_ROUND_VECS = 0          # and each round of a team (its load, statistics and apply one after the other)
 # v5c: only x of at most this many bytes takes the resident kernel. H200 sweep of every contiguous production row
 # (docs/profile/h200/layout-sweep/5053236-resident.json): up to 28 MB it beats the Triton paths by back-to-back time
 # (0.42-0.90x: one C++ launch instead of Python + Triton's) and ties them by graph replay (0.59-1.24x); from 31 MB
 # on it is 4-45% slower by both: a round of the team (statistics, wait, merge, apply) runs at ~2 TB/s, not at the
 # copy rate, so the Triton split path keeps the large rows.
 _RESIDENT_MAX_BYTES = 30 << 20
+# v28: a team's arrival counters are the device's own, kept between calls as generations (csrc/gn_resident.cu), so a
+# call is one launch: without it a kernel zeroed a counter buffer of the call's before each call of a team plan
+_RESIDENT_GENERATIONS = True
 # v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
 # each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
 # v6h (H200 graph replay, docs/profile/h200/layout-sweep/f132939-stream-span.json): 0.86x (fp16, c256 t5) to 1.03x
@@ -739,7 +743,7 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     A unit (one batch's group, `group_elems` contiguous elements) is split over a team of `team_size` CTAs, one per
     SM, each holding a slice of `chunk_vecs` 16-byte vectors in a shared-memory ring of `ring_vecs`. The team size
     minimises one CTA's work: rounds x (slice + the part of the next slice that cannot load before the wait + the
-    wait itself when the team has more than one member)."""
+    wait itself when the team has more than one member + a round's fixed cost)."""
     if (channel_elems * elem) % 16 or group_elems * elem >= 16 * 2**31 or units < 1 \
             or group_elems // channel_elems > _RESIDENT_MAX_CPG:
         return None
@@ -751,7 +755,8 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         if chunk > budget:
             continue
         teams = min(sms // k, units)
-        cost = cdiv(units, teams) * (chunk + max(0, 2 * chunk - budget) + (_RESIDENT_BARRIER_VECS if k > 1 else 0))
+        cost = cdiv(units, teams) * (chunk + max(0, 2 * chunk - budget) + (_RESIDENT_BARRIER_VECS if k > 1 else 0)
+                                     + _RESIDENT_ROUND_VECS)
         if best is None or cost < best[0]:
             best = (cost, k, teams, chunk)
     if best is None:
@@ -873,8 +878,16 @@ def _held_epoch(device):
     return _zeroed_ints(_epochs, device, 1)
 
 
+def _resident_counters(device, units):
+    """The resident kernel's generation counters (int32, no arrivals between calls), per device, grown as needed:
+    calls on one device must run one at a time, as stream order runs them (two team calls running at once on two
+    streams of a device would share them)."""
+    return _zeroed_ints(_generations, device, units, 128)
+
+
 _counters = {}
 _epochs = {}
+_generations = {}
 
 
 def team_launch(x, weight, bias, G, tp):
@@ -1117,7 +1130,8 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     if plan is None:
         return out
     if plan[0] == "resident":
-        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1]):
+        counters = _resident_counters(x.device, x.shape[0] * G) if _RESIDENT_GENERATIONS and plan[1][0] > 1 else None
+        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":

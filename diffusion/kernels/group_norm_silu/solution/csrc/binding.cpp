@@ -90,10 +90,12 @@ void set_call(kda_gn::GroupCall& p, const at::Tensor& x, const at::Tensor& out, 
 }
 
 // Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
-// ring_vecs). Returns false, having launched nothing, when `accept` refuses this call's tensors.
+// ring_vecs). `counters`: the device's generation counters (int32, at least one per unit; Params), or none for
+// counters in this call's workspace, zeroed by a kernel of their own. Returns false, having launched nothing, when
+// `accept` refuses this call's tensors.
 bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
          const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
-         int64_t ring_vecs) {
+         int64_t ring_vecs, const c10::optional<at::Tensor>& counters) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -103,17 +105,27 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
                     "group_norm_silu: inconsistent resident plan (team_size ", team_size, ", teams ", teams,
                     ", chunk_vecs ", chunk_vecs, ", ring_vecs ", ring_vecs, ")");
 
-  c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
-  // One allocation: the members' (mean, M2) and the units' arrival counters (zeroed by kda_gn::launch).
+  const bool generations = counters.has_value();
+  TORCH_CHECK_VALUE(!generations || (counters->is_cuda() && counters->device() == x.device() &&
+                                     counters->scalar_type() == at::kInt && counters->is_contiguous() &&
+                                     counters->numel() >= units),
+                    "group_norm_silu: the resident kernel's counters must be a contiguous int32 tensor of at least ",
+                    units, " elements on ", x.device());
+  c10::cuda::CUDAGuard guard(x.device());
+  // One allocation: the members' (mean, M2) and, unless the counters are the device's generations, the units'
+  // arrival counters (zeroed by kda_gn::launch).
   const int64_t part_floats = team_size > 1 ? 2 * units * team_size : 0;
-  at::Tensor ws = at::empty({part_floats + (team_size > 1 ? units : 0) + 1}, x.options().dtype(at::kFloat));
+  at::Tensor ws =
+      at::empty({part_floats + (team_size > 1 && !generations ? units : 0) + 1}, x.options().dtype(at::kFloat));
   auto stream = c10::cuda::getCurrentCUDAStream();
 
   kda_gn::Params p;
   set_call(p, x, out, call, groups, eps);
   p.partials = reinterpret_cast<float2*>(ws.data_ptr<float>());
-  p.counters = reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
+  p.counters = generations ? reinterpret_cast<unsigned*>(counters->data_ptr<int>())
+                           : reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
+  p.generations = generations;
   p.team_size = static_cast<int>(team_size);
   p.teams = static_cast<int>(teams);
   p.chunk_vecs = static_cast<int>(chunk_vecs);

@@ -97,10 +97,23 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
     }
     const float m2 = block_sum(q, scratch);
 
+    // v28 (p.generations): unit u's counter is (generation << 16) | arrivals and starts each call with no arrivals;
+    // the team's last arrival opens the next generation, which releases the others and leaves the counter ready for
+    // the next call, so it needs no zeroing launch before each call.
+    unsigned gen = 0u;
+    bool last = false;
     if (p.team_size > 1 && tid == 0) {
       p.partials[static_cast<int64_t>(u) * p.team_size + member] = make_float2(cmean, m2);
       __threadfence();
-      atomicAdd(p.counters + u, 1u);
+      const unsigned old = atomicAdd(p.counters + u, 1u);
+      if (p.generations) {
+        gen = old >> 16;
+        last = (old & 0xffffu) + 1u == static_cast<unsigned>(p.team_size);
+        if (last) {
+          __threadfence();
+          atomicExch(p.counters + u, (gen + 1u) << 16);
+        }
+      }
     }
 
     // The next slice starts loading into the free part of the ring before this unit's wait.
@@ -115,7 +128,10 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
     float mean, rstd;
     if (p.team_size > 1) {
-      if (tid == 0) {
+      if (tid == 0 && p.generations) {
+        while (!last && load_acquire(p.counters + u) >> 16 == gen) {
+        }
+      } else if (tid == 0) {
         while (load_acquire(p.counters + u) < static_cast<unsigned>(p.team_size)) {
         }
       }
@@ -193,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
 template <typename T>
 cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
-  if (p.team_size > 1) {
+  if (p.team_size > 1 && !p.generations) {
     const cudaError_t err = zero_counters(p.counters, p.units, stream);
     if (err != cudaSuccess) return err;
   }

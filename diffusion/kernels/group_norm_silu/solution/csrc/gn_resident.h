@@ -28,7 +28,10 @@ struct GroupCall {
 // team, team + teams, ...
 struct Params : GroupCall {
   float2* partials;        // [units][team_size]: (mean, M2) of each member's slice
-  unsigned* counters;      // [units], zero before the launch when team_size > 1
+  unsigned* counters;      // [units], zero before the launch when team_size > 1; or, with `generations`, a
+                           // persistent buffer of the device's, each counter (generation << 16) | arrivals with no
+                           // arrivals between calls (the kernel leaves it so), zeroed once when made
+  int generations;
   int team_size;
   int teams;               // grid = teams * team_size CTAs, all resident at once
   int chunk_vecs;          // vectors per member slice (the last members may hold fewer or none)
@@ -39,8 +42,8 @@ constexpr int kThreads = 512;
 constexpr int kMaxTeam = 256;  // CTAs per team: the merge keeps kMaxTeam / 32 partials per lane in registers
 constexpr int kMaxCpg = 1024;  // channels per group: the per-channel (scale, shift) table lives in shared memory
 
-// Queues the kernel on `stream`; when team_size > 1, after a kernel that zeroes the counters, and cooperative (the
-// members of a team wait for each other).
+// Queues the kernel on `stream`; when team_size > 1, cooperative (the members of a team wait for each other) and,
+// unless the counters are generations, after a kernel that zeroes them.
 cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
 // Queues a kernel that sets counters[0 .. n) to zero (the harness allows only the candidate's own kernels on its
