@@ -91,11 +91,11 @@ void set_call(kda_gn::GroupCall& p, const at::Tensor& x, const at::Tensor& out, 
 
 // Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
 // ring_vecs). `counters`: the device's generation counters (int32, at least one per unit; Params), or none for
-// counters in this call's workspace, zeroed by a kernel of their own. Returns false, having launched nothing, when
+// counters in this call's workspace, zeroed by a kernel of their own; `early_wb`: Params. Returns false, having launched nothing, when
 // `accept` refuses this call's tensors.
 bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
          const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
-         int64_t ring_vecs, const c10::optional<at::Tensor>& counters) {
+         int64_t ring_vecs, const c10::optional<at::Tensor>& counters, bool early_wb) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -126,6 +126,7 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   p.counters = generations ? reinterpret_cast<unsigned*>(counters->data_ptr<int>())
                            : reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
   p.generations = generations;
+  p.early_wb = early_wb;
   p.team_size = static_cast<int>(team_size);
   p.teams = static_cast<int>(teams);
   p.chunk_vecs = static_cast<int>(chunk_vecs);

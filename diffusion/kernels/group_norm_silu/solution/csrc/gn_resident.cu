@@ -69,6 +69,12 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
   for (; u < p.units; u += p.teams) {
     const int next = u + p.teams;
     const bool has_next = next < p.units;
+    // v29: the unit's weight and bias into the coefficient table now, their loads under the slice's wait; the apply's
+    // table is made from them in place by the same threads (the last unit's table was read before the last barrier).
+    const int c0 = (u % p.groups) * p.cpg;
+    if (p.early_wb)
+      for (int c = tid; c < p.cpg; c += kThreads)
+        coef[c] = make_float2(p.w ? to_float(p.w, c0 + c, wb) : 1.f, p.b ? to_float(p.b, c0 + c, wb) : 0.f);
     cp_async_wait_all();
     __syncthreads();
 
@@ -177,10 +183,12 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
     // y = silu(x * a + c) per channel, a = rstd * w, c = b - mean * a (a table of the unit's CPG channels), written
     // straight from shared memory.
-    const int c0 = (u % p.groups) * p.cpg;
     for (int c = tid; c < p.cpg; c += kThreads) {
-      const float a = rstd * (p.w ? to_float(p.w, c0 + c, wb) : 1.f);
-      coef[c] = make_float2(a, (p.b ? to_float(p.b, c0 + c, wb) : 0.f) - mean * a);
+      const float2 w_b = p.early_wb ? coef[c]
+                                    : make_float2(p.w ? to_float(p.w, c0 + c, wb) : 1.f,
+                                                  p.b ? to_float(p.b, c0 + c, wb) : 0.f);
+      const float a = rstd * w_b.x;
+      coef[c] = make_float2(a, w_b.y - mean * a);
     }
     __syncthreads();
     uint4* dst = y + static_cast<int64_t>(u) * p.group_vecs + v_begin;

@@ -32,6 +32,7 @@ struct Params : GroupCall {
                            // persistent buffer of the device's, each counter (generation << 16) | arrivals with no
                            // arrivals between calls (the kernel leaves it so), zeroed once when made
   int generations;
+  int early_wb;            // v29: the unit's weight and bias loaded before the slice's wait (0: after its statistics)
   int team_size;
   int teams;               // grid = teams * team_size CTAs, all resident at once
   int chunk_vecs;          // vectors per member slice (the last members may hold fewer or none)
