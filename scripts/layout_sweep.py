@@ -252,6 +252,9 @@ def _group_norm_layouts():
     # v29: the resident kernel's weight and bias loaded before the slice's wait, or after its statistics (v5)
     out["resident_early_wb"] = {"_RESIDENT_EARLY_WB": True}
     out["resident_late_wb"] = {"_RESIDENT_EARLY_WB": False}
+    # v30: the members' partials tagged with the unit's generation and polled, or counted in the generation (v28)
+    out["resident_tagged"] = {"_RESIDENT_TAGGED": True}
+    out["resident_counted"] = {"_RESIDENT_TAGGED": False}
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})

@@ -105,6 +105,9 @@ _RESIDENT_GENERATIONS = True
 # v29: a unit's weight and bias loaded while its slice loads, not after the team's wait (one global round trip less
 # between the wait and the apply)
 _RESIDENT_EARLY_WB = True
+# v30: with the device's generations, one per unit, the members' partials tagged with it and polled by the waiting
+# warp (one global round trip), instead of an arrival counter spun on and then the partials loaded (two)
+_RESIDENT_TAGGED = True
 # v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
 # each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
 # v6h (H200 graph replay, docs/profile/h200/layout-sweep/f132939-stream-span.json): 0.86x (fp16, c256 t5) to 1.03x
@@ -1134,7 +1137,8 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         return out
     if plan[0] == "resident":
         counters = _resident_counters(x.device, x.shape[0] * G) if _RESIDENT_GENERATIONS and plan[1][0] > 1 else None
-        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters, _RESIDENT_EARLY_WB):
+        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters, _RESIDENT_EARLY_WB,
+                           counters is not None and _RESIDENT_TAGGED):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":

@@ -30,6 +30,28 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// v30: a member's (mean, M2) as {mean, tag, M2, tag}, each 8-byte half read whole (as the held kernel's partials).
+// The tag mixes the unit's generation (advanced once a call), the host's salt (told apart from the partials of
+// another process, or of an earlier buffer of generations, left in the same memory) and the unit; never 0.
+__device__ __forceinline__ unsigned unit_tag(unsigned gen, unsigned salt, int u) {
+  return ((gen * 2654435761u) ^ (salt * 40503u) ^ (static_cast<unsigned>(u) * 2246822519u)) | 1u;
+}
+
+__device__ __forceinline__ void store_tagged(uint4* slot, float a, float b, unsigned tag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(a)), "r"(tag),
+               "r"(__float_as_uint(b)), "r"(tag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_tagged(const uint4* slot) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(slot)
+               : "memory");
+  return v;
+}
+
 // Vectors [from, to) of a slice into the ring at `start` (wrapping), one cp.async of 16 bytes each.
 __device__ __forceinline__ void issue_loads(uint4* ring, int ring_vecs, int start, const uint4* src, int from,
                                             int to) {
@@ -72,6 +94,10 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
     // v29: the unit's weight and bias into the coefficient table now, their loads under the slice's wait; the apply's
     // table is made from them in place by the same threads (the last unit's table was read before the last barrier).
     const int c0 = (u % p.groups) * p.cpg;
+    // v30 (generations == 2): the unit's generation, read before this CTA publishes, so every member's tag is the same
+    unsigned tag = 0u;
+    if (p.generations == 2 && p.team_size > 1 && tid == 0)
+      tag = unit_tag(*static_cast<volatile unsigned*>(p.counters + u), p.salt, u);
     if (p.early_wb)
       for (int c = tid; c < p.cpg; c += kThreads)
         coef[c] = make_float2(p.w ? to_float(p.w, c0 + c, wb) : 1.f, p.b ? to_float(p.b, c0 + c, wb) : 0.f);
@@ -108,7 +134,11 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
     // the next call, so it needs no zeroing launch before each call.
     unsigned gen = 0u;
     bool last = false;
-    if (p.team_size > 1 && tid == 0) {
+    if (p.team_size > 1 && tid == 0 && p.generations == 2) {
+      // v30: the partial and its tag in one 16-byte store, so a reader that finds the tag has the values: no counter
+      store_tagged(reinterpret_cast<uint4*>(p.partials) + static_cast<int64_t>(u) * p.team_size + member, cmean, m2,
+                   tag);
+    } else if (p.team_size > 1 && tid == 0) {
       p.partials[static_cast<int64_t>(u) * p.team_size + member] = make_float2(cmean, m2);
       __threadfence();
       const unsigned old = atomicAdd(p.counters + u, 1u);
@@ -134,17 +164,16 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
     float mean, rstd;
     if (p.team_size > 1) {
-      if (tid == 0 && p.generations) {
+      if (tid == 0 && p.generations == 1) {
         while (!last && load_acquire(p.counters + u) >> 16 == gen) {
         }
-      } else if (tid == 0) {
+      } else if (tid == 0 && p.generations == 0) {
         while (load_acquire(p.counters + u) < static_cast<unsigned>(p.team_size)) {
         }
       }
-      __syncthreads();
+      if (p.generations != 2) __syncthreads();
       if (tid < 32) {
         // Every partial of the team loaded at once (up to kMaxTeam / 32 per lane), then two shuffle reductions.
-        const float2* part = p.partials + static_cast<int64_t>(u) * p.team_size;
         float2 pi[kMaxTeam / 32];
         float ni[kMaxTeam / 32];
 #pragma unroll
@@ -152,7 +181,32 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
           const int i = tid + 32 * j;
           const int l = p.group_vecs - i * p.chunk_vecs;
           ni[j] = i < p.team_size && l > 0 ? static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE : 0.f;
-          pi[j] = i < p.team_size ? __ldcg(part + i) : make_float2(0.f, 0.f);
+        }
+        if (p.generations == 2) {
+          // v30: polled until every member's tag is in; then the unit's next generation, from member 0 (every
+          // member read this one before it published)
+          const uint4* part = reinterpret_cast<const uint4*>(p.partials) + static_cast<int64_t>(u) * p.team_size;
+          tag = __shfl_sync(0xffffffffu, tag, 0);
+          for (;;) {
+            bool ok = true;
+#pragma unroll
+            for (int j = 0; j < kMaxTeam / 32; ++j) {
+              const int i = tid + 32 * j;
+              const uint4 v = i < p.team_size ? load_tagged(part + i) : make_uint4(0u, tag, 0u, tag);
+              pi[j] = make_float2(__uint_as_float(v.x), __uint_as_float(v.z));
+              ok = ok && v.y == tag && v.w == tag;
+            }
+            if (__all_sync(0xffffffffu, ok)) break;
+            __nanosleep(32);
+          }
+          if (member == 0 && tid == 0) *static_cast<volatile unsigned*>(p.counters + u) += 1u;
+        } else {
+          const float2* part = p.partials + static_cast<int64_t>(u) * p.team_size;
+#pragma unroll
+          for (int j = 0; j < kMaxTeam / 32; ++j) {
+            const int i = tid + 32 * j;
+            pi[j] = i < p.team_size ? __ldcg(part + i) : make_float2(0.f, 0.f);
+          }
         }
         float sum_nm = 0.f;
 #pragma unroll
@@ -217,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
 template <typename T>
 cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
-  if (p.team_size > 1 && !p.generations) {
+  if (p.team_size > 1 && p.generations == 0) {
     const cudaError_t err = zero_counters(p.counters, p.units, stream);
     if (err != cudaSuccess) return err;
   }

@@ -31,7 +31,10 @@ struct Params : GroupCall {
   unsigned* counters;      // [units], zero before the launch when team_size > 1; or, with `generations`, a
                            // persistent buffer of the device's, each counter (generation << 16) | arrivals with no
                            // arrivals between calls (the kernel leaves it so), zeroed once when made
-  int generations;
+  int generations;         // 0: counters zeroed before the call; 1: (generation << 16) | arrivals (v28); 2 (v30):
+                           // one generation per unit, the members' partials tagged with it (`partials` then holds
+                           // 16 bytes a member: {mean, tag, M2, tag}) and polled, no arrival counted
+  unsigned salt;           // v30: from the host call, in every tag
   int early_wb;            // v29: the unit's weight and bias loaded before the slice's wait (0: after its statistics)
   int team_size;
   int teams;               // grid = teams * team_size CTAs, all resident at once
