@@ -244,17 +244,14 @@ def _group_norm_layouts():
     # v5's resident kernel with a team's wait priced higher (default 1536 vectors): teams of fewer CTAs, or of one
     # (no wait, no counter-zeroing launch) on more rows
     out.update({f"resident_barrier{v}": {"_RESIDENT_BARRIER_VECS": v} for v in (1536, 3072, 6144, 12288, 1 << 30)})
-    # v28: the resident kernel's team counters as the device's generations (one launch a call) or zeroed by a kernel
-    # before each call (v5), and each round of a team priced at 0 to 16384 vectors
+    # v28: the resident kernel's team counters kept on the device (one launch a call; since v30 generations tagging
+    # the partials) or zeroed by a kernel before each call (v5), and each round of a team priced at 0 to 16384 vectors
     out["resident_zeroed"] = {"_RESIDENT_GENERATIONS": False}
     out.update({f"resident_gen_r{v}": {"_RESIDENT_GENERATIONS": True, "_RESIDENT_ROUND_VECS": v}
                 for v in (0, 4096, 8192, 16384)})
     # v29: the resident kernel's weight and bias loaded before the slice's wait, or after its statistics (v5)
     out["resident_early_wb"] = {"_RESIDENT_EARLY_WB": True}
     out["resident_late_wb"] = {"_RESIDENT_EARLY_WB": False}
-    # v30: the members' partials tagged with the unit's generation and polled, or counted in the generation (v28)
-    out["resident_tagged"] = {"_RESIDENT_TAGGED": True}
-    out["resident_counted"] = {"_RESIDENT_TAGGED": False}
     # v21: x prefetched into the L2 ahead of the copies, 0 to 192 KB a CTA (up to 25 MB over 132 CTAs)
     out.update({f"held_pf{k}k": {"_HELD": True, "_HELD_PREFETCH_BYTES": k << 10}
                 for k in (0, 16, 24, 32, 48, 64, 128, 192)})

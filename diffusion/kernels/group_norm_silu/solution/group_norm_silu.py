@@ -92,22 +92,27 @@ _RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's
 _RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
 _RESIDENT_MAX_CPG = 1024
 _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
-_RESIDENT_ROUND_VECS = 16384      # and each round of a team (its load, statistics and apply one after the other)
+_RESIDENT_ROUND_VECS = 16384      # and each round of a team (its load, statistics and apply one after the other):
+# v28, 16384 against 0 (v5) by graph replay (fc3d26a-resident-gen.json): one round of larger slices instead of two
+# on the 18-30 MB rows, 10-15% faster (c512_t3_48x128 17.9 against 21.2 us), the same plans below
 # v5c: only x of at most this many bytes takes the resident kernel. H200 sweep of every contiguous production row
 # (docs/profile/h200/layout-sweep/5053236-resident.json): up to 28 MB it beats the Triton paths by back-to-back time
 # (0.42-0.90x: one C++ launch instead of Python + Triton's) and ties them by graph replay (0.59-1.24x); from 31 MB
 # on it is 4-45% slower by both: a round of the team (statistics, wait, merge, apply) runs at ~2 TB/s, not at the
 # copy rate, so the Triton split path keeps the large rows.
 _RESIDENT_MAX_BYTES = 30 << 20
-# v28: a team's arrival counters are the device's own, kept between calls as generations (csrc/gn_resident.cu), so a
-# call is one launch: without it a kernel zeroed a counter buffer of the call's before each call of a team plan
+# v28: a team call as one launch: the kernel zeroing the call's arrival counters before each call of a team plan goes,
+# the counters kept on the device between calls instead. H200 graph replay (layout-sweep/fc3d26a-resident-gen.json):
+# 0.4-0.5 us faster on every team row, and 2-7 us by back-to-back calls (one launch's host time less). v28 counted
+# arrivals as generations ((generation << 16) | arrivals); v30 (csrc/gn_resident.cu) keeps one generation per unit,
+# the members' partials tagged with it and polled, one global round trip instead of a spin and a load. Measured in
+# the bench only: a sweep of both (ff62210) hung where its variants alternated on the same counters, which mean
+# different things to the two, and v28's mode is gone.
 _RESIDENT_GENERATIONS = True
 # v29: a unit's weight and bias loaded while its slice loads, not after the team's wait (one global round trip less
-# between the wait and the apply)
+# between the wait and the apply): 0.1-0.6 us by graph replay on nine of twelve rows, even on three
+# (layout-sweep/6d73273-early-wb.json)
 _RESIDENT_EARLY_WB = True
-# v30: with the device's generations, one per unit, the members' partials tagged with it and polled by the waiting
-# warp (one global round trip), instead of an arrival counter spun on and then the partials loaded (two)
-_RESIDENT_TAGGED = True
 # v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
 # each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
 # v6h (H200 graph replay, docs/profile/h200/layout-sweep/f132939-stream-span.json): 0.86x (fp16, c256 t5) to 1.03x
@@ -1137,8 +1142,7 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         return out
     if plan[0] == "resident":
         counters = _resident_counters(x.device, x.shape[0] * G) if _RESIDENT_GENERATIONS and plan[1][0] > 1 else None
-        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters, _RESIDENT_EARLY_WB,
-                           counters is not None and _RESIDENT_TAGGED):
+        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters, _RESIDENT_EARLY_WB):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":

@@ -90,13 +90,12 @@ void set_call(kda_gn::GroupCall& p, const at::Tensor& x, const at::Tensor& out, 
 }
 
 // Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
-// ring_vecs). `counters`: the device's generation counters (int32, at least one per unit; Params), or none for
-// counters in this call's workspace, zeroed by a kernel of their own; `early_wb`: Params; `tagged`: generations
-// mode 2 (Params). Returns false, having launched nothing, when
+// ring_vecs). `counters`: the device's generations (int32, at least one per unit; Params), or none for arrival
+// counters in this call's workspace, zeroed by a kernel of their own; `early_wb`: Params. Returns false, having launched nothing, when
 // `accept` refuses this call's tensors.
 bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
          const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
-         int64_t ring_vecs, const c10::optional<at::Tensor>& counters, bool early_wb, bool tagged) {
+         int64_t ring_vecs, const c10::optional<at::Tensor>& counters, bool early_wb) {
   Call call;
   if (!take(x, weight, bias, out, groups, &call)) return false;
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
@@ -114,10 +113,9 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
                     "group_norm_silu: the resident kernel's counters must be a contiguous int32 tensor of at least ",
                     units, " elements on ", x.device());
   c10::cuda::CUDAGuard guard(x.device());
-  // One allocation: the members' (mean, M2) and, unless the counters are the device's generations, the units'
-  // arrival counters (zeroed by kda_gn::launch).
-  TORCH_CHECK_VALUE(!tagged || generations, "group_norm_silu: tagged partials need the device's generations");
-  const int64_t part_floats = team_size > 1 ? (tagged ? 4 : 2) * units * team_size : 0;
+  // One allocation: the members' (mean, M2), tagged with the generation where the counters are the device's
+  // generations, else followed by the units' arrival counters (zeroed by kda_gn::launch).
+  const int64_t part_floats = team_size > 1 ? (generations ? 4 : 2) * units * team_size : 0;
   at::Tensor ws =
       at::empty({part_floats + (team_size > 1 && !generations ? units : 0) + 1}, x.options().dtype(at::kFloat));
   auto stream = c10::cuda::getCurrentCUDAStream();
@@ -128,7 +126,7 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   p.counters = generations ? reinterpret_cast<unsigned*>(counters->data_ptr<int>())
                            : reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
   static std::atomic<unsigned> next_salt{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  p.generations = tagged ? 2 : generations ? 1 : 0;
+  p.generations = generations;
   p.salt = next_salt.fetch_add(1);
   p.early_wb = early_wb;
   p.team_size = static_cast<int>(team_size);

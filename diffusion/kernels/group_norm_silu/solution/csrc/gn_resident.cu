@@ -94,9 +94,9 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
     // v29: the unit's weight and bias into the coefficient table now, their loads under the slice's wait; the apply's
     // table is made from them in place by the same threads (the last unit's table was read before the last barrier).
     const int c0 = (u % p.groups) * p.cpg;
-    // v30 (generations == 2): the unit's generation, read before this CTA publishes, so every member's tag is the same
+    // v30: the unit's generation, read before this CTA publishes, so every member's tag is the same
     unsigned tag = 0u;
-    if (p.generations == 2 && p.team_size > 1 && tid == 0)
+    if (p.generations && p.team_size > 1 && tid == 0)
       tag = unit_tag(*static_cast<volatile unsigned*>(p.counters + u), p.salt, u);
     if (p.early_wb)
       for (int c = tid; c < p.cpg; c += kThreads)
@@ -129,27 +129,14 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
     }
     const float m2 = block_sum(q, scratch);
 
-    // v28 (p.generations): unit u's counter is (generation << 16) | arrivals and starts each call with no arrivals;
-    // the team's last arrival opens the next generation, which releases the others and leaves the counter ready for
-    // the next call, so it needs no zeroing launch before each call.
-    unsigned gen = 0u;
-    bool last = false;
-    if (p.team_size > 1 && tid == 0 && p.generations == 2) {
+    if (p.team_size > 1 && tid == 0 && p.generations) {
       // v30: the partial and its tag in one 16-byte store, so a reader that finds the tag has the values: no counter
       store_tagged(reinterpret_cast<uint4*>(p.partials) + static_cast<int64_t>(u) * p.team_size + member, cmean, m2,
                    tag);
     } else if (p.team_size > 1 && tid == 0) {
       p.partials[static_cast<int64_t>(u) * p.team_size + member] = make_float2(cmean, m2);
       __threadfence();
-      const unsigned old = atomicAdd(p.counters + u, 1u);
-      if (p.generations) {
-        gen = old >> 16;
-        last = (old & 0xffffu) + 1u == static_cast<unsigned>(p.team_size);
-        if (last) {
-          __threadfence();
-          atomicExch(p.counters + u, (gen + 1u) << 16);
-        }
-      }
+      atomicAdd(p.counters + u, 1u);
     }
 
     // The next slice starts loading into the free part of the ring before this unit's wait.
@@ -164,14 +151,13 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
     float mean, rstd;
     if (p.team_size > 1) {
-      if (tid == 0 && p.generations == 1) {
-        while (!last && load_acquire(p.counters + u) >> 16 == gen) {
+      if (!p.generations) {
+        if (tid == 0) {
+          while (load_acquire(p.counters + u) < static_cast<unsigned>(p.team_size)) {
+          }
         }
-      } else if (tid == 0 && p.generations == 0) {
-        while (load_acquire(p.counters + u) < static_cast<unsigned>(p.team_size)) {
-        }
+        __syncthreads();
       }
-      if (p.generations != 2) __syncthreads();
       if (tid < 32) {
         // Every partial of the team loaded at once (up to kMaxTeam / 32 per lane), then two shuffle reductions.
         float2 pi[kMaxTeam / 32];
@@ -182,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
           const int l = p.group_vecs - i * p.chunk_vecs;
           ni[j] = i < p.team_size && l > 0 ? static_cast<float>(l < p.chunk_vecs ? l : p.chunk_vecs) * VE : 0.f;
         }
-        if (p.generations == 2) {
+        if (p.generations) {
           // v30: polled until every member's tag is in; then the unit's next generation, from member 0 (every
           // member read this one before it published)
           const uint4* part = reinterpret_cast<const uint4*>(p.partials) + static_cast<int64_t>(u) * p.team_size;
@@ -271,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) gn_resident_kernel(Params p, DTyp
 
 template <typename T>
 cudaError_t launch_typed(const Params& p, DType wb, cudaStream_t stream) {
-  if (p.team_size > 1 && p.generations == 0) {
+  if (p.team_size > 1 && !p.generations) {
     const cudaError_t err = zero_counters(p.counters, p.units, stream);
     if (err != cudaSuccess) return err;
   }

@@ -28,12 +28,11 @@ struct GroupCall {
 // team, team + teams, ...
 struct Params : GroupCall {
   float2* partials;        // [units][team_size]: (mean, M2) of each member's slice
-  unsigned* counters;      // [units], zero before the launch when team_size > 1; or, with `generations`, a
-                           // persistent buffer of the device's, each counter (generation << 16) | arrivals with no
-                           // arrivals between calls (the kernel leaves it so), zeroed once when made
-  int generations;         // 0: counters zeroed before the call; 1: (generation << 16) | arrivals (v28); 2 (v30):
-                           // one generation per unit, the members' partials tagged with it (`partials` then holds
-                           // 16 bytes a member: {mean, tag, M2, tag}) and polled, no arrival counted
+  unsigned* counters;      // [units]: arrivals, zero before the launch when team_size > 1; or, with `generations`,
+                           // a persistent buffer of the device's, one generation per unit, advanced by each call
+  int generations;         // v30: the members' partials tagged with their unit's generation (`partials` then holds
+                           // 16 bytes a member: {mean, tag, M2, tag}) and polled, no arrival counted, so a call is
+                           // one launch (0: arrivals counted in zeroed counters, a zeroing launch first)
   unsigned salt;           // v30: from the host call, in every tag
   int early_wb;            // v29: the unit's weight and bias loaded before the slice's wait (0: after its statistics)
   int team_size;
