@@ -72,6 +72,13 @@ Design:
 - v20: where the held kernel's ring holds one slice and not two (c256_t17_256x256), its apply warps hold a unit's
   first chunks in registers once the statistics have read them, freeing their slots before the grid's exchange
   (ledger L0074).
+- v21-v25 (L2 prefetch ahead of the held kernel's copies, kept; every change to its start and end measured since,
+  NO-GO) and v26 (a head kernel launched before it to take the first and last units' statistics: NO-GO, ledger
+  L0087) left the held kernel's fixed cost per call at 10-14 us.
+- v27 (the resident kernel's statistics as tensor-core pivot sums) was slower and is gone (ledger L0089). v28-v30:
+  a resident team call is one launch (counters kept on the device as one generation per unit, the team's partials
+  tagged with it and polled), a unit's weight and bias load under its slice's wait, and the planner prices each
+  round of a team (ledger L0090-L0092).
 
 """
 import math
