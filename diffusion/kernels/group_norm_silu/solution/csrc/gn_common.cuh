@@ -1,6 +1,6 @@
 // Device helpers shared by group_norm_silu's CUDA kernels (gn_resident.cu, gn_stream.cu, gn_held.cu): 16-byte vectors
 // of x's dtype as floats, a CTA-wide sum, cp.async groups, an acquire load for the spin waits between CTAs, (count,
-// mean, M2) summaries, L2 policies, mbarriers, the SiLU's approximate ex2 and reciprocal.
+// mean, M2) summaries, L2 policies, mbarriers, the SiLU's approximate ex2 and reciprocal, tagged pairs of floats.
 #pragma once
 #include "gn_resident.h"
 
@@ -115,6 +115,24 @@ __device__ __forceinline__ uint64_t l2_policy(bool evict_last, bool evict_first)
   else
     asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
   return pol;
+}
+
+// Two floats and a tag as {a, tag, b, tag}: each aligned 8-byte half is written and read whole (NCCL's LL protocol
+// rests on the same), so a reader that finds the tag in both halves has both values, with no fence, counter or
+// second round trip. The held kernel's partials and the resident kernel's team partials (v30).
+__device__ __forceinline__ void store_tagged(uint4* slot, float a, float b, unsigned tag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(a)), "r"(tag),
+               "r"(__float_as_uint(b)), "r"(tag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_tagged(const uint4* slot) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(slot)
+               : "memory");
+  return v;
 }
 
 // A (count, mean, M2) summary and Chan et al.'s merge; empty summaries are neutral.

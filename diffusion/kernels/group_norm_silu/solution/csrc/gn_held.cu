@@ -99,24 +99,6 @@ struct Slot {
   }
 };
 
-// A CTA's partial of one unit (its sums of x - pivot and of their squares) as two 8-byte words, each a float and
-// the call's tag: an aligned 8-byte word is written and read whole (NCCL's LL protocol rests on the same), so a
-// reader that finds both tags has both values, with no fence, counter or second round trip.
-__device__ __forceinline__ void store_partial(uint4* slot, float s1, float s2, unsigned tag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(s1)), "r"(tag),
-               "r"(__float_as_uint(s2)), "r"(tag)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 load_partial(const uint4* slot) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(slot)
-               : "memory");
-  return v;
-}
-
 // The first 32-bit word of unit u: its first element is the pivot of the unit's sums in every CTA.
 __device__ __forceinline__ unsigned unit_word(const void* x, int u, int group_vecs) {
   return __ldg(static_cast<const uint4*>(x) + static_cast<int64_t>(u) * group_vecs).x;
@@ -354,7 +336,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
 #pragma unroll
         for (int j = 0; j < kHeldMaxCtas / 32; ++j) {
           const int i = lane + 32 * j;
-          pv[j] = i < p.ctas ? load_partial(pu + i) : make_uint4(0u, tag, 0u, tag);
+          pv[j] = i < p.ctas ? load_tagged(pu + i) : make_uint4(0u, tag, 0u, tag);
           ok = ok && pv[j].y == tag && pv[j].w == tag;
         }
         if (__all_sync(0xffffffffu, ok)) {
@@ -401,7 +383,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
         a.x += __shfl_xor_sync(0xffffffffu, a.x, o);
         a.y += __shfl_xor_sync(0xffffffffu, a.y, o);
       }
-      if (lane == 0) store_partial(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
+      if (lane == 0) store_tagged(p.partials + static_cast<int64_t>(t) * p.ctas + blockIdx.x, a.x, a.y, tag);
       if (lane == 0 && t == 0) GN_TRACE(HeldTrace::kFirstPublished);
       if (lane == 0 && t == p.units - 1) GN_TRACE(HeldTrace::kLastPublished);
     };

@@ -30,26 +30,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// v30: a member's (mean, M2) as {mean, tag, M2, tag}, each 8-byte half read whole (as the held kernel's partials).
-// The tag mixes the unit's generation (advanced once a call), the host's salt (told apart from the partials of
-// another process, or of an earlier buffer of generations, left in the same memory) and the unit; never 0.
+// v30: a member's (mean, M2) as {mean, tag, M2, tag} (store_tagged, gn_common.cuh). The tag mixes the unit's
+// generation (advanced once a call), the host's salt (told apart from the partials of another process, or of an
+// earlier buffer of generations, left in the same memory) and the unit; never 0.
 __device__ __forceinline__ unsigned unit_tag(unsigned gen, unsigned salt, int u) {
   return ((gen * 2654435761u) ^ (salt * 40503u) ^ (static_cast<unsigned>(u) * 2246822519u)) | 1u;
-}
-
-__device__ __forceinline__ void store_tagged(uint4* slot, float a, float b, unsigned tag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(slot), "r"(__float_as_uint(a)), "r"(tag),
-               "r"(__float_as_uint(b)), "r"(tag)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 load_tagged(const uint4* slot) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(slot)
-               : "memory");
-  return v;
 }
 
 // Vectors [from, to) of a slice into the ring at `start` (wrapping), one cp.async of 16 bytes each.
