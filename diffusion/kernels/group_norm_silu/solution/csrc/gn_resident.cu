@@ -11,6 +11,11 @@
 // Overlap: the shared memory is a ring. While a member waits for its team and applies the current unit, the next
 // unit's slice is already loading into the free part of the ring (all of it when two slices fit, else a prefix);
 // the rest is issued once the current slice is written out.
+//
+// A team's exchange (v30): each member stores its partial tagged with the unit's generation, a counter per unit kept
+// on the device between calls (read as the unit starts, advanced by member 0 once it has every partial), and the
+// waiting warp polls the partials themselves. v5 counted arrivals in counters that a kernel of their own zeroed
+// before each call: two launches a call, and a spin then a load where one poll does (ledger L0090, L0092).
 #include "gn_common.cuh"
 
 namespace kda_gn {
