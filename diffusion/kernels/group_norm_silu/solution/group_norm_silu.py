@@ -101,7 +101,7 @@ _RESIDENT_MAX_CPG = 1024
 _RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
 _RESIDENT_ROUND_VECS = 16384      # and each round of a team (its load, statistics and apply one after the other):
 # v28, 16384 against 0 (v5) by graph replay (fc3d26a-resident-gen.json): one round of larger slices instead of two
-# on the 18-30 MB rows, 10-15% faster (c512_t3_48x128 17.9 against 21.2 us), the same plans below
+# on the 18-31 MB rows, 10-16% faster (c512_t3_48x128 17.9 against 21.3 us), the same plans below
 # v5c: only x of at most this many bytes takes the resident kernel. H200 sweep of every contiguous production row
 # (docs/profile/h200/layout-sweep/5053236-resident.json): up to 28 MB it beats the Triton paths by back-to-back time
 # (0.42-0.90x: one C++ launch instead of Python + Triton's) and ties them by graph replay (0.59-1.24x); from 31 MB
@@ -110,11 +110,11 @@ _RESIDENT_ROUND_VECS = 16384      # and each round of a team (its load, statisti
 _RESIDENT_MAX_BYTES = 30 << 20
 # v28: a team call as one launch: the kernel zeroing the call's arrival counters before each call of a team plan goes,
 # the counters kept on the device between calls instead. H200 graph replay (layout-sweep/fc3d26a-resident-gen.json):
-# 0.4-0.5 us faster on every team row, and 2-7 us by back-to-back calls (one launch's host time less). v28 counted
-# arrivals as generations ((generation << 16) | arrivals); v30 (csrc/gn_resident.cu) keeps one generation per unit,
-# the members' partials tagged with it and polled, one global round trip instead of a spin and a load. Measured in
-# the bench only: a sweep of both (ff62210) hung where its variants alternated on the same counters, which mean
-# different things to the two, and v28's mode is gone.
+# 0.3-0.5 us faster on the team rows up to 8 MB of x, and 1-7 us by back-to-back calls (one launch's host time
+# less). v28 counted arrivals as generations ((generation << 16) | arrivals); v30 (csrc/gn_resident.cu) keeps one
+# generation per unit, the members' partials tagged with it and polled, one global round trip instead of a spin and
+# a load. Measured in the bench only: a sweep of both (ff62210) hung where its variants alternated on the same
+# counters, which mean different things to the two, and v28's mode is gone.
 _RESIDENT_GENERATIONS = True
 # v29: a unit's weight and bias loaded while its slice loads, not after the team's wait (one global round trip less
 # between the wait and the apply): 0.1-0.6 us by graph replay on nine of twelve rows, even on three
