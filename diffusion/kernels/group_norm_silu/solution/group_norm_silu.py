@@ -897,9 +897,9 @@ def _held_epoch(device):
 
 
 def _resident_counters(device, units):
-    """The resident kernel's generation counters (int32, no arrivals between calls), per device, grown as needed:
-    calls on one device must run one at a time, as stream order runs them (two team calls running at once on two
-    streams of a device would share them)."""
+    """The resident kernel's generations (int32, one per unit, advanced by each team call), per device, grown as
+    needed: calls on one device must run one at a time, as stream order runs them (two team calls running at once on
+    two streams of a device would share them)."""
     return _zeroed_ints(_generations, device, units, 128)
 
 

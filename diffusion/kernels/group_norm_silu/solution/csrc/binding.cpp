@@ -63,6 +63,13 @@ bool accept(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const 
   return true;
 }
 
+// A salt for the next call's tags (HeldParams, Params): a counter shared by every kernel's calls, started from a
+// clock so that another process's leftovers in the same memory carry other tags.
+unsigned next_salt() {
+  static std::atomic<unsigned> salt{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  return salt.fetch_add(1);
+}
+
 // The checks every run starts with: false when `accept` refuses the tensors or a channel is not whole 16-byte
 // vectors (the caller then takes the Triton path); a group count that does not divide C is the caller's error.
 bool take(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
@@ -91,8 +98,8 @@ void set_call(kda_gn::GroupCall& p, const at::Tensor& x, const at::Tensor& out, 
 
 // Runs y = silu(GroupNorm(x)) into `out` with a plan from the Python side (team_size, teams, chunk_vecs,
 // ring_vecs). `counters`: the device's generations (int32, at least one per unit; Params), or none for arrival
-// counters in this call's workspace, zeroed by a kernel of their own; `early_wb`: Params. Returns false, having launched nothing, when
-// `accept` refuses this call's tensors.
+// counters in this call's workspace, zeroed by a kernel of their own; `early_wb`: Params. Returns false, having
+// launched nothing, when `accept` refuses this call's tensors.
 bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
          const at::Tensor& out, int64_t groups, double eps, int64_t team_size, int64_t teams, int64_t chunk_vecs,
          int64_t ring_vecs, const c10::optional<at::Tensor>& counters, bool early_wb) {
@@ -125,9 +132,8 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   p.partials = reinterpret_cast<float2*>(ws.data_ptr<float>());
   p.counters = generations ? reinterpret_cast<unsigned*>(counters->data_ptr<int>())
                            : reinterpret_cast<unsigned*>(ws.data_ptr<float>() + part_floats);
-  static std::atomic<unsigned> next_salt{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
   p.generations = generations;
-  p.salt = next_salt.fetch_add(1);
+  p.salt = next_salt();
   p.early_wb = early_wb;
   p.team_size = static_cast<int>(team_size);
   p.teams = static_cast<int>(teams);
@@ -207,13 +213,11 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t units = B * groups;
   // The partials, [units][ctas] of 16 bytes, need no zeroing: each call's are told apart by its tag (HeldParams).
-  // Salts start from a clock so that another process's leftovers in the same memory carry other tags.
-  static std::atomic<unsigned> next_salt{static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())};
   at::Tensor ws = at::empty({4 * units * ctas}, x.options().dtype(at::kFloat));
   kda_gn::HeldParams p;
   set_call(p, x, out, call, groups, eps);
   p.partials = reinterpret_cast<uint4*>(ws.data_ptr<float>());
-  p.salt = next_salt.fetch_add(1);
+  p.salt = next_salt();
   p.epoch = reinterpret_cast<unsigned*>(epoch.data_ptr<int>());
   p.ctas = static_cast<int>(ctas);
   p.slice_vecs = static_cast<int>(slice_vecs);
