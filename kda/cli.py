@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from kda.errors import KdaError
+from kda.core.errors import KdaError
 
 DEFAULT_TASK = "fuse_scale_shift"
 
@@ -22,7 +22,7 @@ def _has_gpu() -> bool:
 
 
 def cmd_vendor(args) -> int:
-    from kda.task import Task
+    from kda.definition.task import Task
     from kda.vendor.fetch import vendor_task, write_baseline_source
 
     for ref in args.tasks or [p.name for p in _all_tasks()]:
@@ -34,7 +34,7 @@ def cmd_vendor(args) -> int:
 
 
 def _all_tasks():
-    from kda.paths import all_task_dirs
+    from kda.core.paths import all_task_dirs
 
     return all_task_dirs()
 
@@ -49,7 +49,7 @@ def _run(args, mode: str) -> int:
 
     from kda.harness.runner import RunOptions, run_task
     from kda.harness.table import print_run
-    from kda.task import Task
+    from kda.definition.task import Task
 
     task = Task.load(args.task)
     device = "cpu" if getattr(args, "cpu", False) else "cuda"
@@ -61,7 +61,7 @@ def _run(args, mode: str) -> int:
                       salt=args.salt)
     out = run_task(task, opts)
     if mode == "bench":
-        from kda.ledger import record_bench
+        from kda.evidence.ledger import record_bench
 
         record_bench(task, out)  # every benchmark that wrote a results file leaves a measurement in the ledger
     print_run(out, Console(stderr=False))
@@ -80,7 +80,7 @@ def _static(args) -> int:
     """Only the candidate's static rules (its source, no GPU, seconds): what fails every row of a bench before it
     starts. One line per broken rule; exit 1 if any."""
     from kda.harness.guards import static_violations
-    from kda.task import Task
+    from kda.definition.task import Task
 
     task = Task.load(args.task)
     problems = static_violations(task.solution_files(_candidate(args)))
@@ -110,7 +110,7 @@ def cmd_tasks(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kda.task import Task
+    from kda.definition.task import Task
 
     t = Table(title="kda tasks")
     for col in ("task", "campaign", "upstream entry points", "language (base -> cand)", "rows (prod/cpu)", "latest results"):
@@ -137,10 +137,10 @@ def cmd_tasks(args) -> int:
 def cmd_profile(args) -> int:
     import torch
 
-    from kda.gpu import gpu_slug
-    from kda.paths import cache_dir
-    from kda.profile import resummarize, run_profile, save
-    from kda.task import Task
+    from kda.core.gpu import gpu_slug
+    from kda.core.paths import cache_dir
+    from kda.evidence.profile import resummarize, run_profile, save
+    from kda.definition.task import Task
 
     if not args.from_csv and not _has_gpu():
         raise KdaError("kda profile needs a GPU (Nsight Compute reads hardware counters)")
@@ -166,7 +166,7 @@ def cmd_profile(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from kda import report
+    from kda.evidence import report
 
     if args.check:
         stale = report.check()
@@ -189,8 +189,8 @@ def _wide_console():
 
 
 def cmd_ledger(args) -> int:
-    from kda import ledger
-    from kda.paths import resolve_task
+    from kda.evidence import ledger
+    from kda.core.paths import resolve_task
 
     task_dir = resolve_task(args.task)
     if args.add:
@@ -209,8 +209,8 @@ def cmd_ledger(args) -> int:
 
 
 def _read_round_budget(path: str) -> int:
-    from kda import agentrun
-    from kda.schema import Field, validate
+    from kda.loop import agentrun
+    from kda.core.schema import Field, validate
 
     try:
         raw = json.loads(Path(path).read_text())
@@ -222,9 +222,10 @@ def _read_round_budget(path: str) -> int:
 
 
 def cmd_gate(args) -> int:
-    from kda import agentrun, ledger
-    from kda.gate import gate_and_record
-    from kda.task import Task
+    from kda.loop import agentrun
+    from kda.evidence import ledger
+    from kda.loop.gate import gate_and_record
+    from kda.definition.task import Task
 
     task = Task.load(args.task)
     rounds_used = _read_round_budget(args.round_budget_file) if args.round_budget_file else None
@@ -247,7 +248,7 @@ def cmd_gate(args) -> int:
 
 
 def cmd_hook(args) -> int:
-    from kda import hook
+    from kda.loop import hook
 
     out, code = hook.stop(sys.stdin.read())
     if out:
@@ -256,11 +257,13 @@ def cmd_hook(args) -> int:
 
 
 def cmd_launchers(args) -> int:
-    from kda import launchers
-    from kda.paths import repo_root
+    from kda.definition import launchers
+    from kda.core.paths import repo_root
 
     if args.action == "prepare":
-        for path in launchers.prepare_from_args(args):
+        from kda.loop.agentrun import prepare_from_args
+
+        for path in prepare_from_args(args):
             print(f"wrote {path}")
         return 0
     problems, written = launchers.render(repo_root(), check=args.check)
@@ -276,7 +279,7 @@ def cmd_launchers(args) -> int:
 
 
 def cmd_promote(args) -> int:
-    from kda.promote import promote
+    from kda.loop.promote import promote
 
     outcome = promote(args.task, args.ref, author=args.author)
     print(outcome.message, file=sys.stdout if outcome.promoted else sys.stderr)
@@ -284,8 +287,8 @@ def cmd_promote(args) -> int:
 
 
 def cmd_campaign(args) -> int:
-    from kda import campaign
-    from kda.paths import repo_root
+    from kda.loop import campaign
+    from kda.core.paths import repo_root
 
     if args.action == "status":
         campaign.print_status(repo_root(), _wide_console())
@@ -294,7 +297,7 @@ def cmd_campaign(args) -> int:
 
 
 def cmd_shapes(args) -> int:
-    from kda.paths import repo_root
+    from kda.core.paths import repo_root
     from kda.shapes.ingest import DEFAULT_CATALOG, ingest
 
     if args.action is None:
@@ -317,8 +320,8 @@ def cmd_shapes(args) -> int:
 
 
 def cmd_render(args) -> int:
-    from kda import render
-    from kda.paths import repo_root
+    from kda.definition import render
+    from kda.core.paths import repo_root
 
     out = render.render(repo_root(), args.tasks or None, check=args.check)
     for path in out.written:
@@ -335,9 +338,9 @@ def cmd_render(args) -> int:
 
 def cmd_archive(args) -> int:
     """Move a results file into the task's history (gzip) and point the ledger entries that cite it there."""
-    from kda import ledger
-    from kda.archive import archive
-    from kda.paths import resolve_task
+    from kda.evidence import ledger
+    from kda.evidence.archive import archive
+    from kda.core.paths import resolve_task
 
     task_dir = resolve_task(args.task)
     moved = []
@@ -356,8 +359,8 @@ def cmd_archive(args) -> int:
 
 def cmd_intake(args) -> int:
     """Take a GPU call's results.tar into the task folders (results files, new ledger lines, profiles)."""
-    from kda.intake import intake
-    from kda.paths import repo_root
+    from kda.evidence.intake import intake
+    from kda.core.paths import repo_root
 
     labels = {}
     for spec in args.label or []:
@@ -389,8 +392,8 @@ def cmd_verify(args) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
-    from kda.paths import repo_root, resolve_task
-    from kda.verify import NO_COMMIT, VERIFIED, verify
+    from kda.core.paths import repo_root, resolve_task
+    from kda.evidence.verify import NO_COMMIT, VERIFIED, verify
 
     root = repo_root()
     paths = [resolve_task(t) for t in args.tasks] if args.tasks else _all_tasks()
@@ -422,9 +425,9 @@ def cmd_compile(args) -> int:
     from rich.progress import Progress
     from rich.table import Table
 
-    from kda.aot import compile_task
-    from kda.paths import resolve_task
-    from kda.task import Task
+    from kda.harness.aot import compile_task
+    from kda.core.paths import resolve_task
+    from kda.definition.task import Task
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("kda compile: TRITON_INTERPRET=1 makes every kernel an interpreted function; unset it", file=sys.stderr)
@@ -470,8 +473,8 @@ def cmd_compile(args) -> int:
 
 
 def cmd_new(args) -> int:
-    from kda import scaffold
-    from kda.paths import repo_root
+    from kda.definition import scaffold
+    from kda.core.paths import repo_root
 
     root = repo_root()
     if args.spec:

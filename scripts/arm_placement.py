@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from layout_sweep import _graph_us as graph_us, _kernel_us as kernel_us, row_case, upstream_entry_points, \
     worst_norm_err  # noqa: E402
 
-from kda.task import Task  # noqa: E402
+from kda.definition.task import Task  # noqa: E402
 
 
 _SPACERS = []  # kept alive for the run: freed, their memory would go to the next allocation

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file fr
 from kda.harness import timing
 from kda.harness.provenance import git_state, now
 from kda.harness.peers import peer_call, peer_math
-from kda.task import Task
+from kda.definition.task import Task
 from kda.vendor import load_entry_points, vendor_task
-from kda.workloads import build_inputs, refill_inputs
+from kda.definition.workloads import build_inputs, refill_inputs
 
 TIMERS = ("idle_start", "warm", "after_touch", "blocked", "blocked_nosync", "harness", "graph")
 

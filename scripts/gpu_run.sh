@@ -6,8 +6,8 @@ set -uo pipefail
 task=${1:?task}; big=${2:?largest row}; small=${3:?smallest row}
 out=${OUT:-/tmp/kda-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-dir=$(python3 -c "from kda.paths import resolve_task; print(resolve_task('$task'))")
-gpu=$(python3 -c "import torch; from kda.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
+dir=$(python3 -c "from kda.core.paths import resolve_task; print(resolve_task('$task'))")
+gpu=$(python3 -c "import torch; from kda.core.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 python3 -m kda bench "$task" --aa 2>&1 | tee "$out/aa.log" | tail -25
 python3 -m kda bench "$task" 2>&1 | tee "$out/bench.log" | tail -45

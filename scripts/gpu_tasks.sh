@@ -22,7 +22,7 @@ export PYTHONUNBUFFERED=1
 export COLUMNS=${COLUMNS:-240}
 # the package need not be installed on the GPU machine: the checkout is importable
 export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
-gpu=$(python3 -c "import torch; from kda.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
+gpu=$(python3 -c "import torch; from kda.core.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
 keep=()
 # each path once: a folder named twice (docs/profile, once per profiled row) would come back as hard links to its
 # first copy, which kda intake refuses
@@ -32,7 +32,7 @@ pack() {
 }
 for spec in "$@"; do
   task=${spec%%=*}; rows=""; [ "$spec" != "$task" ] && rows=${spec#*=}
-  dir=$(python3 -c "from kda.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")
+  dir=$(python3 -c "from kda.core.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")
   keep+=("$dir/results" "$dir/docs/ledger.jsonl")
   if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" = all -o "$mode" = bench ]; then
     python3 scripts/warm_baseline.py "$task" --peer --jobs "$KDA_WARM_JOBS" > "$logs/$task-warm.log" 2>&1
@@ -54,7 +54,7 @@ for spec in "$@"; do
       pack
     fi
     if [ "$rows" = @large ]; then
-      rows=$(python3 -c "import sys; from pathlib import Path; from kda.report import unprofiled_large_rows as u; \
+      rows=$(python3 -c "import sys; from pathlib import Path; from kda.evidence.report import unprofiled_large_rows as u; \
 print(','.join(u(Path(sys.argv[1]), Path(sys.argv[1]) / 'results' / (sys.argv[2] + '.jsonl'))))" "$dir" "$gpu")
       echo "$task: large rows to profile: ${rows:-none}"
     fi

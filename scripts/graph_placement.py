@@ -18,7 +18,7 @@ import torch
 
 from kda.harness.peers import peer_call, peer_math
 from kda.harness.timing import Flusher, GraphArm
-from kda.task import Task
+from kda.definition.task import Task
 from layout_sweep import (  # scripts/ is on sys.path here
     VARIANTS, patched, row_inputs, upstream_entry_points, worst_norm_err)
 

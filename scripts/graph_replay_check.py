@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from kda.task import Task
+from kda.definition.task import Task
 
 sys.path.insert(0, "scripts")
 from layout_sweep import row_case, worst_norm_err  # noqa: E402

@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from layout_sweep import _graph_us  # noqa: E402  (a script beside this one)
 
-from kda.task import Task  # noqa: E402
+from kda.definition.task import Task  # noqa: E402
 
 
 def parse_shape(text: str) -> tuple:

@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from layout_sweep import row_case  # noqa: E402  (a script beside this one)
 
-from kda.task import Task  # noqa: E402
+from kda.definition.task import Task  # noqa: E402
 
 # HeldTrace of csrc/gn_resident.h, in its order
 EVENTS = ("start", "ready", "ring_issued", "first_stats", "first_published", "first_exchanged", "first_coef",

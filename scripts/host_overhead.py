@@ -12,9 +12,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file from anywhere in the checkout
 
-from kda.task import Task
+from kda.definition.task import Task
 from kda.vendor import load_entry_points, vendor_task
-from kda.workloads import build_inputs, refill_inputs
+from kda.definition.workloads import build_inputs, refill_inputs
 
 
 def per_call_us(fn, n=2000):

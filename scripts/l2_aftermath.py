@@ -24,7 +24,7 @@ import triton.language as tl
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from layout_sweep import VARIANTS, _graph_us, patched, row_case, worst_norm_err  # noqa: E402
 
-from kda.task import Task  # noqa: E402
+from kda.definition.task import Task  # noqa: E402
 
 
 @triton.jit

@@ -21,8 +21,8 @@ import sys
 
 import torch
 
-from kda.task import Task
-from kda.workloads import build_inputs, refill_inputs
+from kda.definition.task import Task
+from kda.definition.workloads import build_inputs, refill_inputs
 
 
 def _solution_module(task: str, name: str):

@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from kda.task import Task
+from kda.definition.task import Task
 
 _sol = Task.load("group_norm_silu").load_solution()
 _m = sys.modules[_sol.__name__ + ".group_norm_silu"]

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _warm(task_name: str, row_id: str, peer: bool) -> tuple[str, float, str]:
     import torch
     from kda.harness.peers import peer_call, peer_math
-    from kda.task import Task
+    from kda.definition.task import Task
     from kda.vendor import load_entry_points, vendor_task
-    from kda.workloads import build_inputs
+    from kda.definition.workloads import build_inputs
 
     torch.set_grad_enabled(False)  # as the worker runs every arm
     t0 = time.time()
@@ -62,7 +62,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=12)
     ap.add_argument("--peer", action="store_true", help="warm the torch.compile peer instead of the baseline")
     args = ap.parse_args()
-    from kda.task import Task
+    from kda.definition.task import Task
     task = Task.load(args.task)
     first = builds(task, args.peer)
     what = "torch.compile peer" if args.peer else "baseline"

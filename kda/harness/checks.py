@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from kda.workloads import storage_of
+from kda.definition.workloads import storage_of
 
 INT_POISON = -17
 # NaN payloads no arithmetic produces (canonical NaNs differ), so "unwritten" is told from "computed a NaN".

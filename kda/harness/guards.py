@@ -17,11 +17,11 @@ import torch
 FORBIDDEN_MODULES = {"sglang", "kda", "gc", "ctypes", "inspect", "oracle", "adapter", "bench", "multiprocessing",
                      "threading", "subprocess", "sys", "concurrent", "_thread", "asyncio", "signal", "importlib",
                      "builtins", "weakref"}
-# The harness modules a candidate may import: the reviewed lean launch path (kda/lean_launch.py) and CUDA extension
-# loader (kda/cuda_ext.py), shared so that no task's solution carries its own copy of either.
-HARNESS_ALLOWED = ({"kda.lean_launch"} | {f"kda.lean_launch.{n}" for n in ("LaunchCache", "Plan", "cdiv", "next_pow2",
+# The harness modules a candidate may import: the reviewed lean launch path (kda/runtime/lean_launch.py) and CUDA extension
+# loader (kda/runtime/cuda_ext.py), shared so that no task's solution carries its own copy of either.
+HARNESS_ALLOWED = ({"kda.runtime.lean_launch"} | {f"kda.runtime.lean_launch.{n}" for n in ("LaunchCache", "Plan", "cdiv", "next_pow2",
                                                                                  "resident_blocks")}
-                   | {"kda.cuda_ext", "kda.cuda_ext.CudaExtension"})
+                   | {"kda.runtime.cuda_ext", "kda.runtime.cuda_ext.CudaExtension"})
 TORCH_C_ALLOWED = {"torch._C._cuda_getCurrentRawStream"}  # the raw stream a lean launch path needs
 TORCH_ALLOWED = {
     "empty", "empty_like", "empty_strided", "Tensor", "Size", "device", "dtype", "is_tensor", "library", "ops",

@@ -9,10 +9,10 @@ import argparse
 
 import torch
 
-from kda.task import Task
+from kda.definition.task import Task
 from kda.vendor import load_entry_points, vendor_task
 from kda.harness.peers import peer_call, peer_math
-from kda.workloads import build_inputs, refill_inputs, trial_seed
+from kda.definition.workloads import build_inputs, refill_inputs, trial_seed
 
 
 def main(argv=None) -> None:

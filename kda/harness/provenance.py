@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 
 SMI_FIELDS = "name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,power.limit"
 

@@ -19,15 +19,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kda.errors import KdaError
-from kda.gpu import datasheet_tbps, gpu_slug
+from kda.core.errors import KdaError
+from kda.core.gpu import datasheet_tbps, gpu_slug
 from kda.harness import checks as C
 from kda.harness import provenance
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
 from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
-from kda.paths import repo_root
-from kda.task import Task
+from kda.core.paths import repo_root
+from kda.definition.task import Task
 from kda.vendor.fetch import vendor_task
 
 console = Console(stderr=True)

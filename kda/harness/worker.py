@@ -28,10 +28,10 @@ from kda.harness.checks import restore_views as _restore_views  # noqa: E402
 from kda.harness.checks import shift_floats_ as _shift_floats  # noqa: E402
 from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
 from kda.harness.checks import written_outside_views as _written_outside  # noqa: E402
-from kda.task import Task  # noqa: E402
+from kda.definition.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
 from kda.harness.peers import peer_call, peer_math  # noqa: E402
-from kda.workloads import build_inputs, make_generator, refill_inputs, trial_seed  # noqa: E402
+from kda.definition.workloads import build_inputs, make_generator, refill_inputs, trial_seed  # noqa: E402
 
 ARM_ORDER = ("baseline", "candidate", "compile", "eager")
 
@@ -488,7 +488,7 @@ def main(argv=None) -> None:
         upstream = {k: getattr(sys.modules[e.split(":")[0]], k) for k, e in
                     zip(upstream, task.cfg["task"]["entry_points"])}
         # Watch the harness's own modules and classes, the oracle and the adapter from here on.
-        for name in ("kda.harness.checks", "kda.harness.guards", "kda.harness.timing", "kda.workloads", "__main__"):
+        for name in ("kda.harness.checks", "kda.harness.guards", "kda.harness.timing", "kda.definition.workloads", "__main__"):
             if name in sys.modules:
                 tamper.watch(name, sys.modules[name])
         for label, obj in (("RowRunner", RowRunner), ("Tripwire", Tripwire), ("CallTracer", CallTracer),

@@ -22,8 +22,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable
 
-from kda.errors import KdaError
-from kda.schema import Field, ListOf, MapOf, one_of, validate
+from kda.core.errors import KdaError
+from kda.core.schema import Field, ListOf, MapOf, one_of, validate
 
 CATALOG_DIR = "diffusion/shapes"
 CAPTURED_FILE = "captured.toml"  # written by `kda shapes ingest`; not a model file
@@ -254,7 +254,7 @@ def _load_row(item: dict, i: int, where: str, model: str, base: dict, tokens: di
 def catalog_dir(path: Path | str | None = None) -> Path:
     if path is not None:
         return Path(path)
-    from kda.paths import repo_root
+    from kda.core.paths import repo_root
 
     return repo_root() / CATALOG_DIR
 

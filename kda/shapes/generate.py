@@ -1,6 +1,6 @@
 """`kda shapes [--check]`: run every task's bench/make_workloads.py in memory, then write or compare workloads.json.
 
-Generators call `kda.workloads.write_or_check`; while one runs here that name is swapped for a function that
+Generators call `kda.definition.workloads.write_or_check`; while one runs here that name is swapped for a function that
 validates the rows and hands them over instead of touching the file, so the comparison can name the task and row.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kda import workloads
-from kda.errors import KdaError
+from kda.definition import workloads
+from kda.core.errors import KdaError
 
 
 @dataclass

@@ -14,8 +14,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kda.errors import KdaError
-from kda.schema import Field, ListOf, MapOf, positive, validate
+from kda.core.errors import KdaError
+from kda.core.schema import Field, ListOf, MapOf, positive, validate
 
 DEFAULT_CATALOG = "diffusion/shapes/captured.toml"
 

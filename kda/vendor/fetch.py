@@ -14,9 +14,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kda.config import TaskConfig
-from kda.errors import KdaError
-from kda.paths import cache_dir
+from kda.definition.config import TaskConfig
+from kda.core.errors import KdaError
+from kda.core.paths import cache_dir
 from kda.vendor.importer import SHIMS
 
 

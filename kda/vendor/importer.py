@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from kda.errors import KdaError
-from kda.paths import cache_dir
+from kda.core.errors import KdaError
+from kda.core.paths import cache_dir
 
 SHIM_DIR = Path(__file__).resolve().parent / "shims"
 SHIMS = {

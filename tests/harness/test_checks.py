@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from kda.harness import checks as C
-from kda.workloads import build_tensor, contiguous_strides, fill_, make_generator, storage_of, TensorSpec
+from kda.definition.workloads import build_tensor, contiguous_strides, fill_, make_generator, storage_of, TensorSpec
 
 INF, NAN = math.inf, math.nan
 
@@ -373,9 +373,9 @@ def test_every_broadcast_row_of_every_task_takes_the_phase_3_shift():
     # Phase 3 runs on a GPU only; this runs its input shift on a CPU over each task's rows with a broadcast input,
     # which crashed fuse_scale_shift's and rotary_embedding's benches on 2026-11-27 (reg_sel_ln_fp32_b3_s31_c130_bcast,
     # reg_ltx2_batch_broadcast_cos)
-    from kda.paths import all_task_dirs
-    from kda.task import Task
-    from kda.workloads import build_inputs, refill_inputs
+    from kda.core.paths import all_task_dirs
+    from kda.definition.task import Task
+    from kda.definition.workloads import build_inputs, refill_inputs
     seen = set()
     for task_dir in all_task_dirs():
         task = Task.load(task_dir.name)

@@ -30,7 +30,7 @@ def violations(tmp_path, code: str, name: str = "cand.py") -> list[str]:
     ("from kda.harness import timing\n", "imports 'kda.harness'"),
     ("import kda\n", "imports 'kda'"),
     ("from kda import lean_launch\n", "imports 'kda'"),
-    ("from kda.lean_launch import torch\n", "imports 'kda.lean_launch.torch'"),
+    ("from kda.runtime.lean_launch import torch\n", "imports 'kda.runtime.lean_launch.torch'"),
     ("import oracle\n", "imports 'oracle'"),
     ("import torch.nn.functional as F\n", "imports 'torch.nn.functional'"),
     ("import subprocess\n", "imports 'subprocess'"),
@@ -92,8 +92,8 @@ def test_violation_names_line(tmp_path):
     """,
     "import math\nimport triton\nimport triton.language as tl\nB = triton.next_power_of_2(5)\nm = math.sqrt(4)\n",
     # the one harness module a candidate may use: the shared lean launch path
-    "from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2\n",
-    "import kda.lean_launch\n",
+    "from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2\n",
+    "import kda.runtime.lean_launch\n",
 ])
 def test_allows(tmp_path, code):
     assert violations(tmp_path, code) == []

@@ -16,8 +16,8 @@ from kda.harness import checks as C
 from kda.harness.guards import TamperWatch
 from kda.harness.runner import RunOptions, run_task
 from kda.harness.worker import RowRunner, Tripwire
-from kda.task import Task
-from kda.workloads import build_inputs, refill_inputs
+from kda.definition.task import Task
+from kda.definition.workloads import build_inputs, refill_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 FAKES = REPO / "tests" / "zoo" / "inplace"

@@ -2,7 +2,7 @@
 import sys
 
 from kda.harness import provenance
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 
 
 def test_shown_path_makes_repo_paths_relative_and_drops_other_machines_layouts(tmp_path):

@@ -1,7 +1,7 @@
 """scripts/first_call.py: its rendering of a run (the tables docs/evidence/ commits) and its timers' names."""
 import json
 
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 
 from script_support import load_script
 

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 
 STUB = textwrap.dedent("""\
     #!/usr/bin/env bash

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from kda.task import Task
+from kda.definition.task import Task
 from script_support import load_script
 
 TRACE = load_script("held_trace")

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 from script_support import load_script
 
 _REREAD = """

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 from script_support import load_script
 
 UOC = load_script("unit_order_copy")

@@ -1,6 +1,6 @@
 """scripts/warm_baseline.py on a CPU: which rows it builds (the warm-up itself needs a GPU)."""
 
-from kda.task import Task
+from kda.definition.task import Task
 from script_support import load_script
 
 

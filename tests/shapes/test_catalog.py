@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kda import cli
-from kda.errors import KdaError
-from kda.paths import all_task_dirs, repo_root
+from kda.core.errors import KdaError
+from kda.core.paths import all_task_dirs, repo_root
 from kda.shapes.catalog import FormulaError, evaluate, load_catalog, load_model_file, production_rows
 from kda.shapes.generate import run_generator, sync
 from kda.shapes.ingest import read_captured, render_captured

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kda import cli
-from kda.errors import KdaError
+from kda.core.errors import KdaError
 from kda.shapes import recorder
 from kda.shapes.ingest import ingest, read_captured
 

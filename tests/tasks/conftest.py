@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kda.paths import repo_root
+from kda.core.paths import repo_root
 
 
 @pytest.fixture

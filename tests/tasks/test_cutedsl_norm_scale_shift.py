@@ -6,7 +6,7 @@ import textwrap
 import torch
 import torch.nn.functional as F
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("cutedsl_norm_scale_shift")
 NSS, SRN = "fused_norm_scale_shift", "fused_scale_residual_norm_scale_shift"
@@ -110,7 +110,7 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
 # with residual_out stored early (v5) and late (v6).
 _PROBE = textwrap.dedent("""
     import torch
-    from kda.task import Task
+    from kda.definition.task import Task
     task = Task.load("cutedsl_norm_scale_shift")
     sol = task.load_solution()
     g = torch.Generator().manual_seed(6)

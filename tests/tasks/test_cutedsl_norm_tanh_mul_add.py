@@ -6,7 +6,7 @@ import textwrap
 import torch
 import torch.nn.functional as F
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("cutedsl_norm_tanh_mul_add")
 TMA, TMAN = "fused_norm_tanh_mul_add", "fused_norm_tanh_mul_add_norm_scale"
@@ -78,7 +78,7 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
 _EARLY_PROBE = textwrap.dedent("""
     import sys
     import torch
-    from kda.task import Task
+    from kda.definition.task import Task
     task = Task.load("cutedsl_norm_tanh_mul_add")
     sol = task.load_solution()
     mod = sys.modules[sol.__name__ + ".norm_tanh_mul_add"]

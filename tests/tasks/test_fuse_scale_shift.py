@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("fuse_scale_shift")
 SEL_LN = "fuse_layernorm_scale_shift_gate_select01_kernel"
@@ -98,7 +98,7 @@ def test_oracle_takes_fp32_rows_in_fp64_and_16_bit_rows_in_fp32():
 # its copies); the candidate must still match the oracle and return the buffers it was given.
 _PROBE = textwrap.dedent("""
     import sys, types, torch
-    from kda.task import Task
+    from kda.definition.task import Task
     task = Task.load("fuse_scale_shift")
     sol = task.load_solution()
     g = torch.Generator().manual_seed(5)
@@ -147,7 +147,7 @@ def test_candidate_select01_handles_non_contiguous_sets_and_index(interpreted):
 
 _FLAT_PROBE = textwrap.dedent("""
     import torch
-    from kda.task import Task
+    from kda.definition.task import Task
     task = Task.load("fuse_scale_shift")
     sol = task.load_solution()
     m = __import__(sol.__name__ + ".scale_shift", fromlist=["_flat_mode"])

@@ -6,8 +6,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kda.task import Task
-from kda.workloads import build_inputs, refill_inputs
+from kda.definition.task import Task
+from kda.definition.workloads import build_inputs, refill_inputs
 
 TASK = Task.load("group_norm_silu")
 
@@ -42,7 +42,7 @@ def test_oracle_matches_torch_group_norm_silu():
 
 _SPLIT_PROBE = r"""
 import torch, torch.nn.functional as F
-from kda.task import Task
+from kda.definition.task import Task
 m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_plan"])
 g = torch.Generator().manual_seed(7)
 # One batch, two groups of 4 channels x 16384 positions: 64 K-element groups with few programs take the split path.
@@ -112,7 +112,7 @@ print("ok")
 
 _FLAT16_PROBE = r"""
 import torch, torch.nn.functional as F
-from kda.task import Task
+from kda.definition.task import Task
 m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_plan"])
 g = torch.Generator().manual_seed(8)
 # Two groups of 16 channels x 4096 positions, at the module's own layouts: flat tiles (a 4096-element tile is one

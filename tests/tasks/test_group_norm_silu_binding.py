@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("group_norm_silu")
 IMPL = sys.modules[TASK.load_solution().__name__ + ".group_norm_silu"]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("group_norm_silu")
 IMPL = sys.modules[TASK.load_solution().__name__ + ".group_norm_silu"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kda.harness.guards import static_violations
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("group_norm_silu")
 SOLUTION = TASK.load_solution()
@@ -63,7 +63,7 @@ def test_cost_prices_each_round_so_mid_size_rows_take_one_round_of_larger_slices
 
 _CPU_PROBE = r"""
 import torch, torch.nn.functional as F
-from kda.task import Task
+from kda.definition.task import Task
 m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_EXT"])
 def refuse():
     raise AssertionError("the CUDA extension was asked for")

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("group_norm_silu")
 SOLUTION = TASK.load_solution()

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from gn_probe_support import PROLOGUE
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("group_norm_silu")
 SOLUTION = TASK.load_solution()
@@ -137,7 +137,7 @@ def test_team_kernel_compiles_for_hopper_with_its_programs_per_sm_resident():
     machine's Triton may allocate otherwise: _team_fit asks the driver there)."""
     import torch
 
-    from kda.aot import compile_plan, occupancy, resource_usage
+    from kda.harness.aot import compile_plan, occupancy, resource_usage
 
     x = torch.empty((1, 512, 9, 128, 128), dtype=torch.float16, device="meta")
     w = torch.empty((512,), dtype=torch.float16, device="meta")

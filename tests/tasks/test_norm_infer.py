@@ -6,7 +6,7 @@ import textwrap
 import torch
 import torch.nn.functional as F
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("norm_infer")
 
@@ -72,7 +72,7 @@ def test_oracle_rms_norms_match_torch():
 
 _CHUNKED_PROBE = textwrap.dedent("""
     import torch
-    from kda.task import Task
+    from kda.definition.task import Task
     sol = Task.load("norm_infer").load_solution()
     m = __import__(sol.__name__ + ".norm", fromlist=["_layout"])
     g = torch.Generator().manual_seed(3)
@@ -106,7 +106,7 @@ def test_chunked_kernel_matches_layer_and_rms_norm(interpreted):
 
 _MEAN_ULP_PROBE = textwrap.dedent("""
     import torch
-    from kda.task import Task
+    from kda.definition.task import Task
     sol = Task.load("norm_infer").load_solution()
     # An fp32 LayerNorm row whose mean sits 0.4 ulp from the nearest fp32 value, and a weight of 3000 on the element
     # nearest the mean: centring on an fp32-rounded mean puts the error times weight / std on that output.

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("qknorm_rope")
 SOLUTION = TASK.load_solution()

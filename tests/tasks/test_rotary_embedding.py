@@ -4,7 +4,7 @@ tests/test_task_folders.py; the CPU gate: tests/test_cpu_gate.py."""
 
 import torch
 
-from kda.task import Task
+from kda.definition.task import Task
 
 TASK = Task.load("rotary_embedding")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kda.config import TaskConfig
-from kda.errors import KdaError
+from kda.definition.config import TaskConfig
+from kda.core.errors import KdaError
 from kda.vendor import fetch
 from kda.vendor.fetch import download_wheel, sha256_file, vendor_root, vendor_task, write_baseline_source
 

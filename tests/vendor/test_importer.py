@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kda.config import TaskConfig
-from kda.errors import KdaError
+from kda.definition.config import TaskConfig
+from kda.core.errors import KdaError
 from kda.vendor.fetch import VendorInfo
 from kda.vendor.importer import SHIM_DIR, SHIMS, GuardedUpstreamFinder, install_finder, load_entry_points, module_name
 
@@ -163,7 +163,7 @@ CACHE = ROOT / ".kda-cache" / "vendor" / "sglang-0.5.15"
 
 @pytest.mark.skipif(not (CACHE / "MANIFEST.json").is_file(), reason="vendored sglang cache not present (run kda vendor)")
 def test_real_entry_point_loads_through_shim(monkeypatch):
-    from kda.config import load_config
+    from kda.definition.config import load_config
     from kda.vendor.fetch import vendor_task
 
     if any(n == "sglang" or n.startswith("sglang.") for n in sys.modules):

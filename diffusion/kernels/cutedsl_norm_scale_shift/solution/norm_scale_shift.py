@@ -29,14 +29,14 @@ what each measured). v10: x and residual are loaded with the L2 priority evict_l
 Modulation tensors are reduced on the host to (batch stride, token stride, frame length), which covers every form
 upstream accepts: [1], [D], [1|B, D], [1|B, 1|S, D] and per-frame [B, F, 1, D] (token s reads frame s // (S / F));
 no broadcast copy is made. A launch Plan is cached per input signature (shapes, strides, dtypes, norm type), so a
-repeated call costs a dict lookup and the launch (kda.lean_launch): on the small rows (Qwen text, 19-55 tokens) the
+repeated call costs a dict lookup and the launch (kda.runtime.lean_launch): on the small rows (Qwen text, 19-55 tokens) the
 host path is the cost.
 """
 import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache, Plan, cdiv
+from kda.runtime.lean_launch import LaunchCache, Plan, cdiv
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # x and residual are loaded through L1 (v5): with .cg (past L1) wan_t2v_crossattn_res took 772.6 us by graph_us

@@ -10,7 +10,7 @@ tanh comes from exp of a non-positive argument, t = exp(-2|z|), tanh(z) = sign(z
 overflows. 16-bit rows take it in fp32; fp32 rows (judged at 1e-5 against an fp64 oracle) take it in fp64 (v3).
 scale, shift and scale2 are [1|B, 1|S, D]; their broadcast dimensions become zero strides on the host, so nothing is
 expanded or copied. The host path reads shapes and strides only and launches the cached compiled kernel
-(kda.lean_launch).
+(kda.runtime.lean_launch).
 
 v4: the loads carry L2 eviction policies by form (`_EVICTION`): evict_last on the _norm_scale form, evict_first on the
 plain one.
@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache, cdiv, next_pow2
+from kda.runtime.lean_launch import LaunchCache, cdiv, next_pow2
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

@@ -6,7 +6,7 @@ shift and y are marked evict-first so broadcast modulation stays in L2 (63 regis
 largest Wan row under Nsight Compute).
 v2: loading broadcast modulation straight into the 2-D tile layout (to avoid v1's layout-conversion barrier) made
 the largest row slower (561 -> 599 us under Nsight Compute): reverted. Kept: the launch skips Triton's per-call
-argument binding once a specialisation is compiled (then solution/launch.py, now kda/lean_launch.py).
+argument binding once a specialisation is compiled (then solution/launch.py, now kda/runtime/lean_launch.py).
 v3: the production forms (x contiguous; each of scale and shift one dense channel vector, a scalar, or laid out
 like x) go through a flat 1-D kernel shaped like torch.compile's (1 K elements per program, 4 warps, C a
 compile-time constant so the channel index is a multiply-shift), which streamed faster than v1 on every large row
@@ -14,7 +14,7 @@ in the same run; other forms keep the 2-D kernel.
 v4: the lean launch path never engaged before: Triton 3.6 keeps launch hooks in HookChain objects that are never
 None, so every call took Triton's full run(). The cache now tests for installed hooks, and keeps the launcher, the
 loaded function and the packed metadata.
-v5: the launch cache moved to kda/lean_launch.py (shared by every task's candidate), and the host code computes
+v5: the launch cache moved to kda/runtime/lean_launch.py (shared by every task's candidate), and the host code computes
 grid sizes with plain integer arithmetic: triton.cdiv and triton.next_power_of_2 are @jit functions whose Python
 call path costs microseconds each.
 """
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache, cdiv, next_pow2
+from kda.runtime.lean_launch import LaunchCache, cdiv, next_pow2
 
 
 @triton.jit

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 from kda.shapes.catalog import production_rows
-from kda.workloads import tensor_decl, write_or_check
+from kda.definition.workloads import tensor_decl, write_or_check
 
 OUT = Path(__file__).with_name("workloads.json")
 

@@ -20,7 +20,7 @@ Design:
   rows tie (0.97x at 2.4-2.6 TB/s); small and mid rows are host-bound, ~0.85-0.95x (Python + Triton launch path,
   three launches and three allocations on the split path against upstream's one launch below 2^18 elements).
 - v1 (from the first `kda bench` on an H200, results of 2b1068b: 1.606x device_us, min row 0.92x; torch.compile
-  2-3x faster by graph_us on 15-50 MB contiguous rows): launches through kda.lean_launch with host-side integer
+  2-3x faster by graph_us on 15-50 MB contiguous rows): launches through kda.runtime.lean_launch with host-side integer
   math; with few (batch, group) programs only groups under 2^15 elements take the one-launch path; the apply pass
   runs its programs in reverse order with evict-first x loads and y stores, so the tail of x that the statistics
   pass left in L2 is re-read from there. Outcome (H200, d12926e): graph_us 1.714x -> 1.794x, but device_us 1.606x ->
@@ -88,8 +88,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.cuda_ext import CudaExtension
-from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
+from kda.runtime.cuda_ext import CudaExtension
+from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),

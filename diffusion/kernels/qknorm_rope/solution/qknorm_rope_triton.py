@@ -11,14 +11,14 @@ tile); the weight is loaded once per program.
   normalised.
 Partial interleaved rotary pads cos with 1 and sin with 0 past R/2, which leaves those pairs normalised only.
 
-The host path is kept short (the baseline is CUDA with a C++ launcher): one LaunchCache (kda/lean_launch.py) per
+The host path is kept short (the baseline is CUDA with a C++ launcher): one LaunchCache (kda/runtime/lean_launch.py) per
 kernel variant sends the first call of each specialisation through Triton and launches the compiled kernel directly
 afterwards.
 """
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache, cdiv, next_pow2
+from kda.runtime.lean_launch import LaunchCache, cdiv, next_pow2
 
 
 @triton.jit

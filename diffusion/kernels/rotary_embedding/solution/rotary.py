@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kda.lean_launch import LaunchCache, Plan, cdiv, next_pow2
+from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2
 
 
 @triton.jit

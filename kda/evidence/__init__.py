@@ -1,0 +1,1 @@
+"""Evidence: the decision ledger, results reports, profiles, verification of results files, and intake."""

@@ -1,0 +1,399 @@
+"""`kda report`: every figure in README and docs, generated from the committed results files.
+
+Writes the README results table (between markers), each task's docs/results.md with per-row tables and PNG plots
+(speedup with intervals; achieved bandwidth against the roofline), and docs/campaign.md with fast_p. `--check`
+regenerates the markdown in memory and fails if a committed file differs.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kda.core.errors import KdaError
+from kda.harness.provenance import device_us_start
+from kda.core.paths import all_task_dirs, repo_root
+
+START, END = "<!-- kda:results:start -->", "<!-- kda:results:end -->"
+FAST_P = (1.0, 1.2, 1.5)
+METRICS = ("device_us", "graph_us", "wall_us")
+ARMS = ("baseline", "candidate", "compile", "eager")
+
+
+@dataclass
+class ResultsFile:
+    path: Path
+    provenance: dict
+    rows: list[dict]
+    summary: dict
+
+    @property
+    def task(self) -> str:
+        return self.provenance["task"]
+
+    @property
+    def gpu(self) -> str:
+        return self.provenance["gpu_slug"]
+
+    @property
+    def aa(self) -> bool:
+        return bool(self.provenance.get("aa"))
+
+
+def load_results(path: Path) -> ResultsFile:
+    recs = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise KdaError(f"{path}:{i}: not valid JSON: {e}") from None
+    if len(recs) < 2 or recs[0].get("type") != "provenance" or recs[-1].get("type") != "summary":
+        raise KdaError(f"{path}: expected a provenance line first and a summary line last")
+    rows = [r for r in recs[1:-1] if r.get("type") == "row"]
+    return ResultsFile(path, recs[0], rows, recs[-1])
+
+
+def all_results(root: Path | None = None) -> dict[Path, list[ResultsFile]]:
+    out = {}
+    for task_dir in all_task_dirs():
+        files = [load_results(p) for p in sorted((task_dir / "results").glob("*.jsonl"))]
+        files = [f for f in files if f.provenance.get("mode") == "bench"]
+        if files:
+            out[task_dir] = files
+    return out
+
+
+def _ci(e: dict | None, digits=3) -> str:
+    if not e:
+        return "-"
+    lo, hi = (e.get("ci") or [None, None])
+    med = e.get("geomean", e.get("median"))
+    if lo is None:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _f(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def noise_floor_text(aa: ResultsFile | None) -> str:
+    if aa is None:
+        return "not measured"
+    from kda.harness.runner import aa_noise
+
+    noise = aa_noise(aa.rows, aa.summary)
+    if noise is None:
+        return "not measured"
+    return f"{_ci(noise)}; {noise['false_wins']}/{noise['rows']} rows falsely 'faster'"
+
+
+def rows_below_one(entry: dict | None) -> str:
+    """Production rows whose 95% interval lies wholly below 1 (a summary's vs_baseline or vs_best_peer entry)."""
+    return "-" if not entry else f"{entry['rows_ci_below_1']}/{entry['rows']}"
+
+
+def readme_table(results: dict[Path, list[ResultsFile]]) -> str:
+    lines = ["| task | GPU | rows passed | device_us geomean [95% CI] | graph_us geomean | wall_us geomean | vs best peer (device_us) | min row (device_us) | rows CI < 1 vs baseline / best peer (device_us) | rows >= 256 MB at >= 85% copy BW | A/A noise floor (device_us) | device_us start | date, commit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task_dir, files in sorted(results.items(), key=lambda kv: kv[0].name):
+        aa_by_gpu = {f.gpu: f for f in files if f.aa}
+        for f in (f for f in files if not f.aa):
+            s, m = f.summary, f.summary["metrics"]
+            vb = {k: (m.get(k) or {}).get("vs_baseline") for k in METRICS}
+            peer = (m.get("device_us") or {}).get("vs_best_peer")
+            mn = vb["device_us"]["min"] if vb["device_us"] else None
+            rel = task_dir.relative_to(repo_root())
+            lines.append(
+                f"| [{f.task}]({rel}/docs/results.md) | {f.provenance['gpu']['name']} | {s['rows_passed']}/{s['rows_total']} "
+                f"| {_ci(vb['device_us'])} | {_ci(vb['graph_us'])} | {_ci(vb['wall_us'])} | {_ci(peer)} "
+                f"| {(_f(mn['median'], 3) + ' (' + mn['id'] + ')') if mn else '-'} "
+                f"| {rows_below_one(vb['device_us'])} / {rows_below_one(peer)} "
+                f"| {s.get('rows_256mb_at_85pct_copy', 0)}/{s.get('rows_256mb', 0)} "
+                f"| {noise_floor_text(aa_by_gpu.get(f.gpu))} | {device_us_start(f.provenance)} | {f.provenance['time_utc'][:10]}, `{(f.provenance.get('commit') or '?')[:8]}`"
+                f"{' (dirty)' if f.provenance.get('dirty') else ''} |")
+    lines.append("")
+    lines.append("Speedups are baseline time / candidate time (median of paired per-trial ratios per row, geomean over "
+                 "passing production rows); intervals are 95% bootstrap intervals. Generated by `kda report` from "
+                 "`*/kernels/*/results/*.jsonl`.")
+    return "\n".join(lines)
+
+
+def task_results_md(task_dir: Path, files: list[ResultsFile]) -> str:
+    name = task_dir.name
+    out = [f"<!-- generated by `kda report` from results/*.jsonl; do not edit -->", f"# Results: {name}", ""]
+    for f in files:
+        p, s = f.provenance, f.summary
+        kind = "A/A (baseline against itself: the noise floor)" if f.aa else "baseline against candidate"
+        out += [f"## {p['gpu']['name']} ({f.path.name}): {kind}", "",
+                f"- run: {p['time_utc']}, commit `{(p.get('commit') or '?')[:12]}`{' (dirty tree)' if p.get('dirty') else ''}, "
+                f"`{p['command']}`, {p.get('duration_s', '?')} s",
+                f"- GPU: {p['gpu']['name']} (UUID {p['gpu'].get('uuid', '?')}), driver {(p.get('nvidia_smi_before') or {}).get('driver_version', '?')}, "
+                f"torch {p['software']['torch']}, CUDA {p['software']['cuda']}, triton {p['software']['triton']}",
+                f"- clocks SM/mem before {_smi(p, 'before')}, after {_smi(p, 'after')}",
+                f"- measured copy bandwidth {_f(p.get('copy_tbps'), 2)} TB/s (datasheet {p.get('datasheet_tbps')}); L2 {p['l2']}; "
+                f"baseline `{p['vendored']['package']}=={p['vendored']['version']}` (wheel sha256 `{p['vendored']['wheel_sha256'][:16]}...`)",
+                f"- device_us start stamp: {device_us_start(p)} ([measurement](../../../../docs/harness.md#metrics))",
+                f"- rows passed {s['rows_passed']}/{s['rows_total']} (production {s['production_passed']}/{s['production_total']})", ""]
+        out += ["| metric | geomean over baseline [95% CI] | min row | over best peer | min row vs best peer | rows CI > 1 / < 1 | vs best peer: rows CI > 1 / < 1 |",
+                "|---|---|---|---|---|---|---|"]
+        for m in METRICS:
+            e = s["metrics"].get(m) or {}
+            vb, vp = e.get("vs_baseline"), e.get("vs_best_peer")
+            out.append(f"| {m} | {_ci(vb)} | {_minrow(vb)} | {_ci(vp)} | {_minrow(vp)} | "
+                       f"{vb['rows_ci_above_1'] if vb else '-'} / {vb['rows_ci_below_1'] if vb else '-'} | "
+                       f"{vp['rows_ci_above_1'] if vp else '-'} / {vp['rows_ci_below_1'] if vp else '-'} |")
+        out.append("")
+        metric = s["headline_metric"]
+        arms = [a for a in ARMS if any(a in r.get("arms", {}) for r in f.rows)]
+        out += [f"### Per row, {metric}", "",
+                "| row | prod | shapes | MB | " + " | ".join(f"{a} us" for a in arms) +
+                " | speedup [95% CI] | vs best peer | base TB/s | cand TB/s | cand % copy | verdict |",
+                "|---|---|---|---|" + "---|" * len(arms) + "---|---|---|---|---|---|"]
+        for r in f.rows:
+            a = r.get("arms", {})
+            sp = (r.get("speedup") or {}).get(metric, {})
+            times = " | ".join(_f((a.get(x, {}).get(metric) or {}).get("median"), 2) for x in arms)
+            peer = sp.get("vs_best_peer")
+            cand = (a.get("candidate", {}).get(metric) or {})
+            verdict = r["status"] + (f" ({', '.join(r['reasons'])})" if r["reasons"] else "")
+            out.append(f"| {r['id']} | {'yes' if r['production'] else 'no'} | {r['shapes']} | {r['bytes'] / 1e6:.1f} | {times} | "
+                       f"{_speed(sp.get('vs_baseline'))} | {(_speed(peer) + ' (' + sp['best_peer'] + ')') if peer else '-'} | "
+                       f"{_f((a.get('baseline', {}).get(metric) or {}).get('tbps'), 2)} | {_f(cand.get('tbps'), 2)} | "
+                       f"{_f(100 * cand['copy_frac'], 0) if cand.get('copy_frac') else '-'} | {verdict} |")
+        for other in (m for m in METRICS if m != metric):
+            out += ["", f"### Per row, {other}", "",
+                    "| row | " + " | ".join(f"{a} us" for a in arms) + " | speedup [95% CI] | vs best peer | cand TB/s | notes |",
+                    "|---|" + "---|" * len(arms) + "---|---|---|---|"]
+            for r in f.rows:
+                a = r.get("arms", {})
+                sp = (r.get("speedup") or {}).get(other, {})
+                times = " | ".join(_f((a.get(x, {}).get(other) or {}).get("median"), 2) for x in arms)
+                peer = sp.get("vs_best_peer")
+                graph_err = (a.get("candidate") or {}).get("graph_error") if other == "graph_us" else None
+                notes = "; ".join(([f"not capturable: {graph_err}"] if graph_err else []) + r.get("notes", [])[:1]).replace("|", "/")
+                out.append(f"| {r['id']} | {times} | {_speed(sp.get('vs_baseline'))} | "
+                           f"{(_speed(peer) + ' (' + sp['best_peer'] + ')') if peer else '-'} | "
+                           f"{_f(((a.get('candidate') or {}).get(other) or {}).get('tbps'), 2)} | {notes} |")
+        if not f.aa:
+            out += large_rows_section(task_dir, f)
+        stem = f.path.stem
+        out += ["", f"![speedup per row]({'plots/' + stem + '-speedup.png'})",
+                f"![bandwidth against the roofline]({'plots/' + stem + '-roofline.png'})", ""]
+    return "\n".join(out) + "\n"
+
+
+LARGE_BYTES = 256e6   # the issue's "rows moving at least 256 MB" (the runner's rows_256mb)
+COPY_SHARE = 0.85     # ... "at 85% or more of the measured copy bandwidth"
+
+
+def kernel_key(name: str) -> str:
+    """A kernel's name without its return type, scope and parameter list: ncu and torch.profiler spell the rest
+    differently (ncu writes `void <unnamed>::k<__half, 16>(P, D)` for torch's
+    `void ns::(anonymous namespace)::k<__half, 16>(ns::P, ns::D)`), and only the rest; a bool template argument as
+    1 or 0 (ncu's spelling of torch's true and false)."""
+    s = name.strip()
+    if s.endswith(")"):  # the parameter list: the outermost parenthesised group at the end
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i]
+                break
+    depth, cut = 0, 0
+    for i, ch in enumerate(s):  # the last '::' or space outside template brackets ends the scope / return type
+        depth = max(0, depth + {"<": 1, ">": -1}.get(ch, 0))  # ncu's "unnamed>" closes nothing
+        if depth == 0 and (ch == " " or s.startswith("::", i)):
+            cut = i + (2 if ch == ":" else 1)
+    return re.sub(r"\b(true|false)\b", lambda m: "1" if m.group(1) == "true" else "0", s[cut:].strip())
+
+
+def slow_large_rows(task_dir: Path, f: ResultsFile) -> list[tuple[dict, float, Path, dict | None]]:
+    """The production rows of at least LARGE_BYTES below COPY_SHARE of copy by device_us, as (row, candidate's copy
+    share, path of its candidate profile summary, that summary or None). The summary is given only when it ran the
+    kernels this results file recorded for the row: a profile of other kernels (an older candidate) is no evidence
+    for this one."""
+    slug = f.provenance.get("gpu_slug", "")
+    out = []
+    for r in f.rows:
+        share = (((r.get("arms") or {}).get("candidate") or {}).get("device_us") or {}).get("copy_frac") or 0
+        if not (r.get("production") and r["bytes"] >= LARGE_BYTES and share < COPY_SHARE):
+            continue
+        prof = task_dir / "docs" / "profile" / slug / f"{r['id']}-candidate.json"
+        summary = json.loads(prof.read_text()) if prof.exists() else None
+        names = sorted(k["name"] for k in (summary or {}).get("kernels", []))
+        if summary is not None and sorted(map(kernel_key, names)) != sorted(map(kernel_key, r.get("kernels") or [])):
+            summary = {"other_kernels": names}
+        out.append((r, share, prof, summary))
+    return out
+
+
+def unprofiled_large_rows(task_dir: Path, results_path: Path) -> list[str]:
+    """Ids of the rows slow_large_rows finds without a profile of their current kernels: what to profile next."""
+    return [r["id"] for r, _, _, summary in slow_large_rows(task_dir, load_results(results_path))
+            if summary is None or "other_kernels" in summary]
+
+
+def large_rows_section(task_dir: Path, f: ResultsFile) -> list[str]:
+    """slow_large_rows as a table: each row with the traffic and the bound its candidate's Nsight Compute summary
+    names; a profile of other kernels is named as such. The share of copy splits into two factors the profile
+    measures: the rate at which the kernels moved their DRAM bytes (as a share of the measured copy bandwidth), and
+    the share of copy the row would reach if those bytes moved at the copy rate (its bytes over the DRAM bytes: below
+    100% when the kernels move more than the row's nominal bytes, x read twice for instance)."""
+    rows = slow_large_rows(task_dir, f)
+    if not rows:
+        return []
+    out = ["", f"### Rows of {LARGE_BYTES / 1e6:.0f} MB or more below {100 * COPY_SHARE:.0f}% of copy (device_us)", "",
+           "| row | cand % copy | candidate profile | DRAM MB (profile) / MB moved | DRAM rate, % of copy (profile) "
+           "| % of copy at the copy rate with this traffic | bound named by the profile |",
+           "|---|---|---|---|---|---|---|"]
+    for r, share, prof, summary in rows:
+        where, traffic, rate, ceiling, bound = "none", "-", "-", "-", "-"
+        rel = prof.relative_to(task_dir / "docs").as_posix()
+        if summary is not None and "other_kernels" in summary:
+            where = f"[{prof.name}]({rel}): other kernels ({', '.join(summary['other_kernels'])}), not this file's candidate"
+        elif summary is not None:
+            where = f"[{prof.name}]({rel})"
+            dram = summary.get("dram_bytes") or 0
+            traffic = f"{dram / 1e6:.0f} / {r['bytes'] / 1e6:.0f}"
+            if summary.get("pct_of_copy") is not None:
+                rate = f"{summary['pct_of_copy']:.0f}"
+            if dram > 0:
+                ceiling = f"{100 * min(1.0, r['bytes'] / dram):.0f}"
+            bound = str(summary.get("bound", "-")).replace("|", "/")
+        out.append(f"| {r['id']} | {100 * share:.0f} | {where} | {traffic} | {rate} | {ceiling} | {bound} |")
+    return out
+
+
+def _smi(p: dict, when: str) -> str:
+    s = p.get(f"nvidia_smi_{when}") or {}
+    return f"{s.get('clocks.sm', '?')}/{s.get('clocks.mem', '?')} MHz, {s.get('temperature.gpu', '?')} C"
+
+
+def _minrow(e):
+    return f"{e['min']['median']:.3f} ({e['min']['id']})" if e else "-"
+
+
+def _speed(e):
+    return "-" if not e else f"{e['median']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}]"
+
+
+def campaign_md(results: dict[Path, list[ResultsFile]]) -> str:
+    out = ["<!-- generated by `kda report`; do not edit -->", "# Campaign summary", "",
+           "`fast_p` (KernelBench): the share of tasks whose candidate is correct on every row and whose device_us "
+           "geomean speedup over the baseline exceeds p. Per GPU, over the tasks with results on that GPU.", ""]
+    by_gpu: dict[str, list[ResultsFile]] = {}
+    for files in results.values():
+        for f in files:
+            if not f.aa:
+                by_gpu.setdefault(f.provenance["gpu"]["name"], []).append(f)
+    out += ["| GPU | tasks | " + " | ".join(f"fast_{p}" for p in FAST_P) + " |", "|---|---|" + "---|" * len(FAST_P)]
+    for gpu, files in sorted(by_gpu.items()):
+        cells = []
+        for p in FAST_P:
+            n = sum(1 for f in files if f.summary["rows_passed"] == f.summary["rows_total"]
+                    and ((f.summary["metrics"].get("device_us") or {}).get("vs_baseline") or {}).get("geomean", 0) > p)
+            cells.append(f"{n}/{len(files)}")
+        out.append(f"| {gpu} | {len(files)} | " + " | ".join(cells) + " |")
+    out += ["", "| task | GPU | all rows correct | device_us geomean over baseline | over best peer |", "|---|---|---|---|---|"]
+    for task_dir, files in sorted(results.items(), key=lambda kv: kv[0].name):
+        for f in (x for x in files if not x.aa):
+            m = f.summary["metrics"].get("device_us") or {}
+            out.append(f"| {task_dir.name} | {f.provenance['gpu']['name']} | "
+                       f"{'yes' if f.summary['rows_passed'] == f.summary['rows_total'] else 'no'} | "
+                       f"{_ci(m.get('vs_baseline'))} | {_ci(m.get('vs_best_peer'))} |")
+    return "\n".join(out) + "\n"
+
+
+def plots(task_dir: Path, f: ResultsFile) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = task_dir / "docs" / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [r for r in f.rows if r.get("speedup")]
+    ids = [r["id"] for r in rows]
+    written = []
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.5))
+    for k, (m, color) in enumerate((("device_us", "tab:blue"), ("graph_us", "tab:orange"), ("wall_us", "tab:green"))):
+        ys = [i + (k - 1) * 0.25 for i in range(len(rows))]
+        med = [(r["speedup"][m]["vs_baseline"] or {}).get("median", float("nan")) for r in rows]
+        lo = [med[i] - (r["speedup"][m]["vs_baseline"] or {"ci": [med[i]] * 2})["ci"][0] for i, r in enumerate(rows)]
+        hi = [(r["speedup"][m]["vs_baseline"] or {"ci": [med[i]] * 2})["ci"][1] - med[i] for i, r in enumerate(rows)]
+        ax.errorbar(med, ys, xerr=[lo, hi], fmt="o", ms=3, color=color, label=m, capsize=2)
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_yticks(range(len(rows)), ids, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over the baseline (95% CI)")
+    ax.set_title(f"{f.task}: candidate vs baseline on {f.provenance['gpu']['name']}" + (" (A/A)" if f.aa else ""))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / f"{f.path.stem}-speedup.png"
+    fig.savefig(path, dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    written.append(path)
+
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.5))
+    arms = [a for a in ARMS if any(a in r["arms"] for r in rows)]
+    for k, arm in enumerate(arms):
+        ys = [i + (k - len(arms) / 2) * 0.18 for i in range(len(rows))]
+        xs = [((r["arms"].get(arm) or {}).get("graph_us") or {}).get("tbps") or 0 for r in rows]
+        ax.barh(ys, xs, height=0.18, label=f"{arm} (graph_us)")
+    if f.provenance.get("copy_tbps"):
+        ax.axvline(f.provenance["copy_tbps"], color="k", ls="--", lw=1, label="measured copy")
+        ax.axvline(0.85 * f.provenance["copy_tbps"], color="gray", ls=":", lw=1, label="85% of copy")
+    if f.provenance.get("datasheet_tbps"):
+        ax.axvline(f.provenance["datasheet_tbps"], color="r", lw=1, label="datasheet")
+    ax.set_yticks(range(len(rows)), ids, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("achieved TB/s (bytes the row must move / graph_us median)")
+    ax.set_title(f"{f.task}: bandwidth against the roofline on {f.provenance['gpu']['name']}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    path = out_dir / f"{f.path.stem}-roofline.png"
+    fig.savefig(path, dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def generate(with_plots: bool = True) -> dict[Path, str]:
+    """Every generated markdown file and its text (README included); plots are written as a side effect."""
+    results = all_results()
+    root = repo_root()
+    texts = {}
+    for task_dir, files in results.items():
+        texts[task_dir / "docs" / "results.md"] = task_results_md(task_dir, files)
+        if with_plots:
+            for f in files:
+                plots(task_dir, f)
+    texts[root / "docs" / "campaign.md"] = campaign_md(results)
+    readme = root / "README.md"
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise KdaError(f"{readme}: missing the markers {START} and {END} around the results table")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    texts[readme] = f"{head}{START}\n{readme_table(results)}\n{END}{tail}"
+    return texts
+
+
+def write() -> list[Path]:
+    texts = generate(with_plots=True)
+    for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return list(texts)
+
+
+def check() -> list[str]:
+    """Files whose committed text differs from what the results files generate."""
+    stale = []
+    for path, text in generate(with_plots=False).items():
+        if not path.is_file() or path.read_text() != text:
+            stale.append(str(path.relative_to(repo_root())))
+    return stale

@@ -1,0 +1,175 @@
+"""kda report: the committed README table and docs match the committed results files."""
+import json
+import shutil
+
+import pytest
+
+from kda.evidence import report
+from kda.harness.provenance import LEAD_CALL_BEFORE_FIELD, device_us_start
+from kda.core.paths import repo_root
+
+
+def test_committed_docs_match_results():
+    assert report.check() == []
+
+
+def test_check_notices_a_changed_results_file(tmp_path, monkeypatch):
+    root = repo_root()
+    results = [p for p in sorted(root.glob("*/kernels/*/results/*.jsonl")) if not p.stem.endswith("-aa")]
+    if not results:
+        pytest.skip("no committed results yet")
+    clone = tmp_path / "repo"
+    shutil.copytree(root, clone, ignore=shutil.ignore_patterns(".git", ".kda-cache", "__pycache__", "*.png"))
+    monkeypatch.setenv("KDA_ROOT", str(clone))
+    assert report.check() == []
+    target = clone / results[0].relative_to(root)
+    lines = target.read_text().splitlines()
+    summ = json.loads(lines[-1])
+    summ["rows_passed"] -= 1
+    lines[-1] = json.dumps(summ)
+    target.write_text("\n".join(lines) + "\n")
+    stale = report.check()
+    assert "README.md" in stale
+
+
+def test_fast_p_counts_only_correct_tasks():
+    class F:
+        aa = False
+        def __init__(self, passed, total, g):
+            self.summary = {"rows_passed": passed, "rows_total": total,
+                            "metrics": {"device_us": {"vs_baseline": {"geomean": g, "ci": [g, g]}}}}
+            self.provenance = {"gpu": {"name": "X"}}
+    from pathlib import Path
+    md = report.campaign_md({Path("a"): [F(3, 3, 1.3)], Path("b"): [F(2, 3, 2.0)], Path("c"): [F(3, 3, 0.9)]})
+    assert "| X | 3 | 1/3 | 1/3 | 0/3 |" in md
+
+
+def test_device_us_start_reads_provenance_and_names_the_older_protocol():
+    assert device_us_start({"device_us_start": "lead call", "commit": "0" * 40}) == "lead call"
+    lead = next(iter(LEAD_CALL_BEFORE_FIELD))
+    assert device_us_start({"commit": lead}) == "lead call"
+    assert device_us_start({"commit": "1" * 40}) == "idle GPU"
+    assert device_us_start({}) == "idle GPU"
+
+
+def test_every_committed_results_row_of_the_readme_names_its_device_us_start():
+    readme = (repo_root() / "README.md").read_text()
+    block = readme.split("<!-- kda:results:start -->")[1].split("<!-- kda:results:end -->")[0]
+    header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
+    col = header.split(" | ").index("device_us start")
+    assert rows and all(r.split(" | ")[col] in ("lead call", "idle GPU") for r in rows)
+
+
+def _large_row(rid, mb, copy_frac, kernels, production=True):
+    return {"id": rid, "production": production, "bytes": mb * 1e6, "kernels": kernels,
+            "arms": {"candidate": {"device_us": {"copy_frac": copy_frac}}}}
+
+
+def test_large_rows_below_copy_share_show_the_bound_of_a_profile_of_the_same_kernels(tmp_path):
+    import json
+
+    from kda.evidence.report import ResultsFile, large_rows_section
+
+    prof = tmp_path / "docs" / "profile" / "h100"
+    prof.mkdir(parents=True)
+    (prof / "same-candidate.json").write_text(json.dumps(
+        {"kernels": [{"name": "k_b"}, {"name": "k_a"}], "dram_bytes": 300e6, "bound": "latency: DRAM at 57%"}))
+    (prof / "twice-candidate.json").write_text(json.dumps(
+        {"kernels": [{"name": "k_a"}], "dram_bytes": 453e6, "pct_of_copy": 88.0, "bound": "memory: DRAM at 77%"}))
+    (prof / "older-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_old"}], "bound": "memory"}))
+    rows = [_large_row("same", 302, 0.70, ["k_a", "k_b"]), _large_row("older", 400, 0.60, ["k_a"]),
+            _large_row("unprofiled", 300, 0.50, ["k_a"]), _large_row("fast", 300, 0.90, ["k_a"]),
+            _large_row("small", 100, 0.30, ["k_a"]), _large_row("test_only", 300, 0.30, ["k_a"], production=False),
+            _large_row("twice", 302, 0.59, ["k_a"])]
+    f = ResultsFile(tmp_path / "h100.jsonl", {"gpu_slug": "h100"}, rows, {})
+    text = "\n".join(large_rows_section(tmp_path, f))
+    lines = {ln.split(" | ")[0].lstrip("| "): ln for ln in text.splitlines() if ln.startswith("| ") and " | " in ln}
+    assert set(lines) - {"row"} == {"same", "older", "unprofiled", "twice"}  # large, production, below 85%
+    cells = {k: [c.strip() for c in v.strip("| ").split(" | ")] for k, v in lines.items()}
+    # 300 MB of DRAM traffic for 302 MB moved: at the copy rate that traffic allows all of copy (capped at 100%); the
+    # summary has no rate
+    assert cells["same"][3:] == ["300 / 302", "-", "100", "latency: DRAM at 57%"]
+    # x read twice: 453 MB of traffic for 302 MB moved caps the row at 67% of copy; the kernels ran at 88% of it
+    assert cells["twice"][3:] == ["453 / 302", "88", "67", "memory: DRAM at 77%"]
+    assert "other kernels (k_old), not this file's candidate" in lines["older"] and "memory" not in lines["older"]
+    assert cells["older"][3:] == ["-", "-", "-", "-"]
+    assert cells["unprofiled"][2:] == ["none", "-", "-", "-", "-"]
+    assert large_rows_section(tmp_path, ResultsFile(tmp_path / "x.jsonl", {"gpu_slug": "h100"}, rows[3:4], {})) == []
+
+
+@pytest.mark.parametrize("ncu_name, torch_name", [
+    # a kernel in an anonymous namespace: ncu drops the scope and the parameters' namespaces
+    ("void unnamed>::gn_held_kernel<__half, 16>(HeldParams, DType)",
+     "void kda_gn::(anonymous namespace)::gn_held_kernel<__half, 16>(kda_gn::HeldParams, kda_gn::DType)"),
+    ("_gn_apply_kernel", "_gn_apply_kernel"),  # Triton kernels carry no scope or parameters
+])
+def test_a_profile_matches_the_recorded_kernels_whatever_scope_ncu_writes(tmp_path, ncu_name, torch_name):
+    import json
+
+    from kda.evidence.report import ResultsFile, slow_large_rows
+
+    prof = tmp_path / "docs" / "profile" / "h200"
+    prof.mkdir(parents=True)
+    (prof / "r-candidate.json").write_text(json.dumps({"kernels": [{"name": ncu_name}], "bound": "memory"}))
+    f = ResultsFile(tmp_path / "h200.jsonl", {"gpu_slug": "h200"}, [_large_row("r", 300, 0.7, [torch_name])], {})
+    [(_, _, _, summary)] = slow_large_rows(tmp_path, f)
+    assert summary == {"kernels": [{"name": ncu_name}], "bound": "memory"}
+
+
+def test_bool_template_arguments_match_across_the_two_spellings():
+    from kda.evidence.report import kernel_key
+
+    torch_name = "void ns::(anonymous namespace)::k<__half, 4, 12, false>(ns::P, ns::D)"
+    assert kernel_key(torch_name) == kernel_key("void unnamed>::k<__half, 4, 12, 0>(P, D)")
+    assert kernel_key(torch_name) != kernel_key("void unnamed>::k<__half, 4, 12, 1>(P, D)")
+    assert kernel_key("void ns::k<true>(P)") == "k<1>"
+    assert kernel_key("void ns::falsehood<2>(P)") == "falsehood<2>"  # a word, not the argument
+
+
+def test_kernels_differing_in_template_arguments_do_not_match():
+    from kda.evidence.report import kernel_key
+
+    assert kernel_key("void ns::k<__half, 16>(P)") != kernel_key("void unnamed>::k<__half, 8>(P)")
+    assert kernel_key("void ns::k<__half, 16>(P)") != kernel_key("void ns::j<__half, 16>(P)")
+
+
+def test_unprofiled_large_rows_are_those_without_a_profile_of_their_kernels(tmp_path):
+    import json
+
+    from kda.evidence.report import unprofiled_large_rows
+
+    prof = tmp_path / "docs" / "profile" / "h100"
+    prof.mkdir(parents=True)
+    (prof / "same-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_a"}], "bound": "memory"}))
+    (prof / "older-candidate.json").write_text(json.dumps({"kernels": [{"name": "k_old"}], "bound": "memory"}))
+    rows = [_large_row("same", 302, 0.70, ["k_a"]), _large_row("older", 400, 0.60, ["k_a"]),
+            _large_row("unprofiled", 300, 0.50, ["k_a"]), _large_row("fast", 300, 0.90, ["k_a"])]
+    path = tmp_path / "results" / "h100.jsonl"
+    path.parent.mkdir()
+    lines = [{"type": "provenance", "gpu_slug": "h100"}, *[{"type": "row", **r} for r in rows], {"type": "summary"}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert unprofiled_large_rows(tmp_path, path) == ["older", "unprofiled"]
+
+
+def test_rows_below_one_counts_the_intervals_wholly_below_one_of_all_passing_rows():
+    assert report.rows_below_one({"rows_ci_below_1": 2, "rows": 25}) == "2/25"
+    assert report.rows_below_one(None) == "-"
+
+
+def test_the_readme_shows_rows_below_one_against_baseline_and_best_peer_as_the_summaries_count_them():
+    readme = (repo_root() / "README.md").read_text()
+    block = readme.split("<!-- kda:results:start -->")[1].split("<!-- kda:results:end -->")[0]
+    header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
+    cols = header.split(" | ")
+    col = cols.index("rows CI < 1 vs baseline / best peer (device_us)")
+    files = [report.load_results(p) for p in sorted(repo_root().glob("*/kernels/*/results/*.jsonl"))
+             if not p.stem.endswith("-aa")]
+    # every committed bench file's row, in the README's order, carries its summary's two counts
+    seen = 0
+    for f in files:
+        m = f.summary["metrics"]["device_us"]
+        want = f"{report.rows_below_one(m['vs_baseline'])} / {report.rows_below_one(m['vs_best_peer'])}"
+        line = next(r for r in rows if f"[{f.task}]" in r and f" {f.provenance['gpu']['name']} " in r)
+        assert line.split(" | ")[col] == want, (f.task, f.gpu)
+        seen += 1
+    assert seen == len(rows)
