@@ -10,6 +10,7 @@ from pathlib import Path
 from kda.core.errors import KdaError
 
 DEFAULT_TASK = "fuse_scale_shift"
+CPU_SAMPLE_ROWS = 5  # rows the quick CPU gate of `kda run` checks: under a minute on two cores (README)
 
 
 def _has_gpu() -> bool:
@@ -101,8 +102,22 @@ def cmd_run(args) -> int:
     args.rows, args.candidate, args.json, args.salt = None, None, None, None
     if _has_gpu():
         return _run(args, "bench")
-    print(f"no GPU visible: running the CPU correctness gate of {args.task} through Triton's interpreter", file=sys.stderr)
+    from kda.definition.sample import representative
+    from kda.definition.task import Task
+
     args.cpu = True
+    rows = Task.load(args.task).select(cpu_only=True)
+    if args.full:
+        print(f"no GPU visible: the CPU correctness gate of {args.task}, all {len(rows)} CPU rows, through Triton's "
+              "interpreter (no timing)", file=sys.stderr)
+        return _run(args, "check")
+    # The interpreter takes seconds a row: a quick gate checks the rows that cover every entry point, dtype, layout
+    # and value distribution of the CPU grid, and says how to run the rest.
+    picked = representative(rows, CPU_SAMPLE_ROWS)
+    args.rows = ",".join(r.id for r in picked)
+    print(f"no GPU visible: the CPU correctness gate of {args.task} through Triton's interpreter (no timing), on "
+          f"{len(picked)} of its {len(rows)} CPU rows (a sample covering every entry point, dtype and layout); "
+          f"all of them: `kda run --full` or `kda check {args.task} --cpu`", file=sys.stderr)
     return _run(args, "check")
 
 
@@ -500,6 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="the main job on the default task: benchmark on a GPU, CPU correctness gate otherwise")
     p.add_argument("task", nargs="?", default=None)
+    p.add_argument("--full", action="store_true",
+                   help="without a GPU: check every CPU row, not the covering sample (minutes instead of seconds)")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("vendor", help="fetch and verify the pinned upstream baseline of tasks (all when none named)")

@@ -4,7 +4,7 @@ Most of the suite's time goes into Triton's CPU interpreter (task grids, the CPU
 more than a few seconds is marked `slow`. The default run (`python3 -m pytest`, what CI runs) keeps a deterministic
 sample of the slow ones: every slow test function runs, but of a parametrized one only one case in SAMPLE_EVERY
 (chosen by a stable hash of its id, so the sample is the same on every machine) and a test with a grid inside uses
-the `full_grid` fixture to take a sample of it. `python3 -m pytest -m slow` runs every slow case and every grid
+the `full_grid` fixture to take a sample of it (`@pytest.mark.slow(inside=True)`: every case runs, each samples itself). `python3 -m pytest -m slow` runs every slow case and every grid
 whole; `python3 -m pytest -m "slow or not slow"` runs everything.
 """
 from __future__ import annotations
@@ -31,7 +31,8 @@ def pytest_collection_modifyitems(config, items):
     first: set[str] = set()
     keep, drop = [], []
     for item in items:
-        if item.get_closest_marker("slow") is None or not hasattr(item, "callspec"):
+        mark = item.get_closest_marker("slow")
+        if mark is None or mark.kwargs.get("inside") or not hasattr(item, "callspec"):
             keep.append(item)
             continue
         func = item.nodeid.split("[", 1)[0]
