@@ -1,6 +1,11 @@
-"""The table printed at the end of a run (rich), read from the same records that go into the results file."""
+"""The table printed at the end of a run (rich), read from the same records that go into the results file.
+
+It must stay readable in an 80-column terminal: a few narrow columns, no vertical rules, the long text (reasons,
+notes) on lines of its own below the table; every other figure is in the results file and `docs/results.md`.
+"""
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -19,48 +24,43 @@ def print_run(out: dict, console: Console) -> None:
     prov, rows, summ = out["provenance"], out["rows"], out["summary"]
     bench = prov["mode"] == "bench"
     title = f"{prov['task']} {'A/A ' if prov['aa'] else ''}{prov['mode']} on {prov['gpu']['name'] if prov.get('gpu') else 'CPU (Triton interpreter)'}"
-    t = Table(title=title, show_lines=False)
-    t.add_column("row", overflow="fold")
-    t.add_column("status")
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    t.add_column("row", overflow="fold", ratio=1)  # the one column that folds
+    t.add_column("status", no_wrap=True)
     if bench:
         metric = summ["headline_metric"]
-        t.add_column("MB", justify="right")
-        t.add_column(f"base {metric}", justify="right")
-        t.add_column(f"cand {metric}", justify="right")
-        t.add_column("speedup [95% CI]", justify="right")
-        t.add_column("vs best peer", justify="right")
-        t.add_column("cand TB/s", justify="right")
-        t.add_column("% copy", justify="right")
-        t.add_column("graph x", justify="right")
-        t.add_column("wall x", justify="right")
+        t.add_column("x base [95% CI]", justify="right", no_wrap=True)
+        t.add_column("x peer", justify="right", no_wrap=True)
+        t.add_column("graph x", justify="right", no_wrap=True)
+        t.add_column("% copy", justify="right", no_wrap=True)
     else:
-        t.add_column("worst err (cand / base)", justify="right")
-        t.add_column("reasons / notes", overflow="fold")
+        t.add_column("worst err cand/base", justify="right", no_wrap=True)
     for r in rows:
         status = {"PASS": "[green]PASS", "FAIL": "[red]FAIL"}.get(r["status"], f"[red]{r['status']}")
         name = r["id"] + ("" if r["production"] else " (reg)")
         if bench and r.get("arms"):
-            a = r["arms"]
-            cand = a.get("candidate", {}).get(metric, {})
-            base = a.get("baseline", {}).get(metric, {})
+            cand = r["arms"].get("candidate", {}).get(metric, {})
             sp = r["speedup"].get(metric, {})
             peer = sp.get("vs_best_peer")
-            t.add_row(name, status, f"{r['bytes'] / 1e6:.1f}", _fmt(base.get("median")), _fmt(cand.get("median")),
-                      _speed(sp.get("vs_baseline")),
-                      (f"{peer['median']:.2f} ({sp['best_peer']})" if peer else "-"),
-                      _fmt(cand.get("tbps")), _fmt(100 * cand["copy_frac"], 0) if cand.get("copy_frac") else "-",
+            t.add_row(name, status, _speed(sp.get("vs_baseline")),
+                      (f"{peer['median']:.2f} {sp['best_peer'][:4]}" if peer else "-"),
                       _fmt((r["speedup"].get("graph_us", {}).get("vs_baseline") or {}).get("median")),
-                      _fmt((r["speedup"].get("wall_us", {}).get("vs_baseline") or {}).get("median")))
+                      _fmt(100 * cand["copy_frac"], 0) if cand.get("copy_frac") else "-")
+        elif bench:
+            t.add_row(name, status, "-", "-", "-", "-")
         else:
             d = r.get("checks", {})
-            errs = f"{_fmt(d.get('candidate', {}).get('worst_norm_err'), 3)} / {_fmt(d.get('baseline', {}).get('worst_norm_err'), 3)}"
-            # The skipped-baseline note is the same on every row; the summary line below says it once.
-            notes = [n for n in r["notes"] if not n.startswith("baseline not run")]
-            t.add_row(name, status, errs, "; ".join(r["details"][:2] + notes[:1] + [f"{k}: {v}" for k, v in r["arm_errors"].items()][:1]))
+            t.add_row(name, status, f"{_fmt(d.get('candidate', {}).get('worst_norm_err'), 3)} / "
+                                    f"{_fmt(d.get('baseline', {}).get('worst_norm_err'), 3)}")
     console.print(t)
     for r in rows:
         if r["status"] != "PASS":
             console.print(f"[red]{r['id']}[/red]: " + " | ".join(r["details"][:4]))
+        # The skipped-baseline note is the same on every row; the summary line below says it once.
+        notes = [n for n in r["notes"] if not n.startswith("baseline not run")][:1]
+        notes += [f"{k}: {v}" for k, v in r.get("arm_errors", {}).items()][:1]
+        if notes:
+            console.print(f"{r['id']}: " + "; ".join(notes), markup=False)
     line = f"rows passed: {summ['rows_passed']}/{summ['rows_total']} (production {summ['production_passed']}/{summ['production_total']})"
     if bench:
         for m in ("device_us", "graph_us", "wall_us"):
