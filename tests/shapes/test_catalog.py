@@ -1,4 +1,4 @@
-"""The shape catalog (diffusion/shapes/*.toml): schema, formulas, the anchors' production shapes, and
+"""The shape catalog (diffusion/shapes/*.toml): schema, formulas, the production shapes of SOURCES.md, and
 `kda shapes --check` against the committed workloads.json files."""
 import json
 import math
@@ -16,7 +16,8 @@ from kda.shapes.ingest import read_captured, render_captured
 
 ROOT = repo_root()
 
-# The production-shape facts of ../shared/anchors.md section 3 (CI has no ../shared, so they are written out here).
+# The production-shape facts that diffusion/shapes/SOURCES.md quotes from public sources (the KDA-Pilot capture,
+# SGLang 0.5.15, model configs), written out here so a change to the catalog cannot silently drop one.
 # (model, task, params the row must carry): at least one catalog row of that model and task matches.
 ROW_FACTS = [
     *[("Wan2.2-T2V-A14B", task, {"S": s, p: 5120}) for s in (37800, 75600)
@@ -61,7 +62,7 @@ DIM_FACTS = [
     ("LTX-2", "audio_head_dim", 64), ("Helios", "hidden", 5120), ("MOVA-720p", "hidden", 5120),
     ("MOVA-720p", "audio_hidden", 1536), ("HunyuanVideo-VAE", "groups", 32), ("HunyuanVideo-VAE", "eps", 1e-6),
 ]
-# (model, token-formula call, value): the anchors' worked token counts.
+# (model, token-formula call, value): the worked token counts of SOURCES.md#token-counts and the model sections.
 TOKEN_FACTS = [
     ("Wan2.2-T2V-A14B", "video(frames=81, H=720, W=1280)", 75600),
     ("HunyuanVideo", "video(frames=65, H=480, W=848)", 27030),

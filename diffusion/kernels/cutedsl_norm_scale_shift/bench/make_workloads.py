@@ -10,9 +10,9 @@ Both layers pass `.contiguous()` tensors, so production rows declare what the en
 accept more (strided leading dims, every broadcast form, fp16/fp32): regression rows cover it.
 
 Upstream refuses D % 256 != 0 and D > 8192, and x must be [B, S, D] with stride(-1) == 1; every row respects that.
-Production rows come from the shape catalog (diffusion/shapes/); their shapes follow ../shared anchors (section 3) and the KDA-Pilot frozen rows it summarises
-(shared/research/kda-pilot.md: "cutedsl_norm_scale_shift: 39 signatures up to mova [1, 176400, 5120]"); dtypes,
-affine flags and eps come from the 0.5.15 model files named in each row's source.
+Production rows come from the shape catalog (diffusion/shapes/); their shapes follow the KDA-Pilot capture (39 unique
+signatures up to mova [1, 176400, 5120]: diffusion/shapes/SOURCES.md#kda-pilot-capture, and each row's source names
+its model's section); dtypes, affine flags and eps come from the 0.5.15 model files named in each row's source.
 """
 import sys
 from pathlib import Path

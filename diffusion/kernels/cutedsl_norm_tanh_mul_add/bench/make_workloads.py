@@ -10,9 +10,9 @@ The gates and scale_mlp are `[1, 1, D]` chunks of one adaLN output `[1, 1, 4D]` 
 keeps them as views); shift is the residual stream `[1, S, D]`. Weights and activations are bf16.
 
 Upstream requires x 3-D with stride(-1) == 1, scale/shift/scale2 3-D `[1|B, 1|S, D]`, weights None or `[D]`,
-D % 256 == 0 and D <= 8192; every row respects that. Token counts follow ../shared anchors section 3 (S 4096 in the
-noise refiner, 4128 = 4096 image + 32 caption tokens in the main layers; KDA-Pilot frozen rows
-"norm_tanh_mul_add: zimage [1, 4096|4128, 3840]").
+D % 256 == 0 and D <= 8192; every row respects that. Token counts follow the KDA-Pilot capture (S 4096 in the
+noise refiner, 4128 = 4096 image + 32 caption tokens in the main layers; captured x [1, 4096|4128, 3840]:
+diffusion/shapes/SOURCES.md#z-image-turbo).
 """
 import sys
 from pathlib import Path

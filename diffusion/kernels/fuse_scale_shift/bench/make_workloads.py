@@ -1,9 +1,9 @@
 """Writes workloads.json for fuse_scale_shift. Run: python bench/make_workloads.py [--check].
 
-Production rows come from the shape catalog (diffusion/shapes/, ../shared anchors section 3: captured by KDA-Pilot
-from live SGLang runs, or derived from model configs with the formulas the catalog evaluates, e.g.
-S = (1 + (frames-1)/4) * (H/16) * (W/16) for the video DiTs); regression rows cover the forms the upstream wrapper
-accepts that production does not exercise.
+Production rows come from the shape catalog (diffusion/shapes/, sources in diffusion/shapes/SOURCES.md): captured
+by KDA-Pilot from live SGLang runs, or derived from model configs with the formulas the catalog evaluates, e.g.
+S = (1 + (frames-1)/4) * (H/16) * (W/16) for the video DiTs (diffusion/shapes/SOURCES.md#token-counts); regression
+rows cover the forms the upstream wrapper accepts that production does not exercise.
 """
 import sys
 from pathlib import Path

@@ -1,11 +1,12 @@
 """Writes workloads.json for group_norm_silu. Run: python bench/make_workloads.py [--check].
 
 Production rows come from the shape catalog (diffusion/shapes/hunyuanvideo-vae.toml, which holds the derivation
-below as data): the GroupNorm+SiLU calls of the HunyuanVideo VAE decoder (../shared anchors: fp16 [1, C, T, H, W],
-C in {128, 256, 512}, G 32, eps 1e-6, T in {2, 3, 5, 9, 17}, spatial 12x10 .. 256x256, 48 unique shapes, each
-seen contiguous and channels_last_3d). The KDA-Pilot capture list itself is not available here, so the 48 shapes
-are derived from the decoder and sglang's tiled decode (sglang 0.5.15, models/vaes/hunyuanvae.py, vaes/common.py,
-configs/models/vaes/base.py):
+below as data): the GroupNorm+SiLU calls of the HunyuanVideo VAE decoder (KDA-Pilot capture,
+diffusion/shapes/SOURCES.md#hunyuanvideo-vae: fp16 [1, C, T, H, W], C in {128, 256, 512}, G 32, eps 1e-6,
+T in {2, 3, 5, 9, 17}, spatial 12x10 .. 256x256, 48 unique shapes, all seen contiguous and 32 of them
+channels_last_3d as well). The 48 shapes are derived from the decoder and
+sglang's tiled decode (sglang 0.5.15, models/vaes/hunyuanvae.py, vaes/common.py, configs/models/vaes/base.py), and
+they are the 48 the capture recorded:
 
 - a 65-frame 480x848 video has a latent of 17 x 60 x 106 (4x temporal, 8x spatial compression);
 - `tiled_decode` cuts it into temporal tiles `z[:, :, i:i+5]` for i in range(0, 17, 3) -> T0 in {5, 2}
@@ -21,7 +22,7 @@ configs/models/vaes/base.py):
     up block 3 resnet 0 norm1             C 256, T2, 8H x 8W
     up block 3 other norms, conv_norm_out C 128, T2, 8H x 8W
   2 temporal tiles x 4 spatial tiles x 6 stages = 48 unique shapes, T in {2, 3, 5, 9, 17}, spatial 12x10 ..
-  256x256, largest [1, 256, 17, 256, 256] (570M elements, 1.1 GB fp16), all matching the anchors.
+  256x256, largest [1, 256, 17, 256, 256] (570M elements, 1.1 GB fp16), all matching the capture.
 
 Production rows call `apply_group_norm_silu` (what the VAE calls, with its nn.GroupNorm / nn.SiLU modules); weight and
 bias are fp16 like the VAE's parameters (upstream only takes its Triton path when they match x's dtype).

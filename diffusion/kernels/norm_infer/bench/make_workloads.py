@@ -6,9 +6,9 @@ Two upstream entry points share the task:
 - `triton_one_pass_rms_norm(x, w, eps)`: reached from `RMSNorm.forward_cuda` for 16-bit x with residual None and
   x.shape[-1] <= 128 (per-head QK norm), x already reshaped to [rows, head_dim] and contiguous.
 
-Production rows follow ../shared anchors (section 3) and the KDA-Pilot frozen rows it summarises
-(shared/research/kda-pilot.md: "norm_infer: helios LayerNorm [8640, 5120] fp32; zimage RMS [4096|16384, 128];
-hunyuanvideo RMS [1320|648720|650040, 128] bf16"). Dtypes, eps and affine come from the 0.5.15 call sites (see
+Production rows follow the KDA-Pilot capture: helios LayerNorm [8640, 5120] fp32 (diffusion/shapes/SOURCES.md#helios),
+zimage RMS [4096|16384, 128] (diffusion/shapes/SOURCES.md#z-image-turbo), hunyuanvideo RMS [1320|648720|650040, 128]
+bf16 (diffusion/shapes/SOURCES.md#hunyuanvideo). Dtypes, eps and affine come from the 0.5.15 call sites (see
 prompt.md); regression rows cover what upstream accepts that production does not exercise.
 """
 import sys

@@ -7,8 +7,8 @@ contiguous first), the norm weights in q's dtype (RMSNorm parameters), positions
 arange from position_offset when the model passes none), head_dim and rope_dim explicit, rope_dim = the cache width.
 Every production model passes is_neox=False (interleaved pairs) and a full-width cache (rope_dim = head_dim = 128).
 
-Production rows come from the shape catalog (diffusion/shapes/; anchors section 3; B = 1, image 1024^2 -> 4096
-tokens with patch 2):
+Production rows come from the shape catalog (diffusion/shapes/, sources in diffusion/shapes/SOURCES.md; B = 1,
+image 1024^2 -> 4096 tokens with patch 2):
 - Qwen-Image: 24 heads, image 4096 and text 19 / 47 tokens, separate image and text caches, eps 1e-6.
 - Qwen-Image-Edit: image 8424, text 189 / 195.
 - FLUX.1 (24 heads) and FLUX.2 (48 heads): double-stream blocks call text (512) and image (4096) separately on one

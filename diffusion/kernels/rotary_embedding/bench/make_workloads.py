@@ -3,15 +3,16 @@
 Two upstream entry points, told apart by each row's `function`:
 
 - apply_rotary_embedding(x, cos, sin, interleaved): x [B, T, H, D] or [T, H, D], cos/sin [T, D/2] (or [T, D] with
-  interleaved=True, of which every other column is used). Production: HunyuanVideo image stream (anchors section 3,
-  `[1, 27030, 24, 128]` bf16; cos/sin fp32 [27030, 64] as NDRotaryEmbedding._forward_cached_from_grid allocates them:
-  torch.empty((num_tokens, head_dim // 2), dtype=float32), contiguous).
+  interleaved=True, of which every other column is used). Production: HunyuanVideo image stream
+  (diffusion/shapes/SOURCES.md#hunyuanvideo, `[1, 27030, 24, 128]` bf16; cos/sin fp32 [27030, 64] as
+  NDRotaryEmbedding._forward_cached_from_grid allocates them: torch.empty((num_tokens, head_dim // 2),
+  dtype=float32), contiguous).
 - apply_ltx2_split_rotary_emb(x, cos, sin): x [B, S, H*D] bf16 contiguous, cos/sin [B, H, S, D/2] bf16. Shapes from
-  anchors section 3 (video 32 x 128, S 1536 / 6144 / 24576, B 1 or 2; audio 32 x 64, S 126). The cos/sin layout is
-  derived from sglang 0.5.15 LTX2AudioVideoRotaryPosEmbed.forward (rope_type "split"): freqs [B, S, H*D/2] fp32 is
-  contiguous (a flatten of a transpose, then a cat with the padding when H*D/2 is not a multiple of the number of
-  position axes), reshaped to [B, S, H, D/2], swapaxes(1, 2) -> [B, H, S, D/2] with strides
-  (S*H*D/2, D/2, H*D/2, 1), then .to(bfloat16), which keeps those strides (preserve_format on a dense tensor).
+  diffusion/shapes/SOURCES.md#ltx-2 (video 32 x 128, S 1536 / 6144 / 24576, B 1 or 2; audio 32 x 64, S 126). The
+  cos/sin layout is derived from sglang 0.5.15 LTX2AudioVideoRotaryPosEmbed.forward (rope_type "split"): freqs
+  [B, S, H*D/2] fp32 is contiguous (a flatten of a transpose, then a cat with the padding when H*D/2 is not a
+  multiple of the number of position axes), reshaped to [B, S, H, D/2], swapaxes(1, 2) -> [B, H, S, D/2] with
+  strides (S*H*D/2, D/2, H*D/2, 1), then .to(bfloat16), which keeps those strides (preserve_format on a dense tensor).
   Video coords are .repeat()-ed over the batch, so the batch stride is real, not 0.
 
 Tensors are filled by the harness; cos/sin use dist "uniform" ([-1, 1), like real cos/sin values).
@@ -65,15 +66,18 @@ for r in production_rows("rotary_embedding", model_order=("HunyuanVideo", "LTX-2
         rows.append(ltx_row(r.id, r.model, r.source, t([b, s, r["H"] * r["D"]]), ltx_cs(b, r["H"], s, half),
                             ltx_cs(b, r["H"], s, half), r.seed, production=True, cpu=False))
 
-# ---- derived from the code, not in anchors (kept out of the gate as regression rows): LTX-2 audio-video cross-attention query side ----------------
+# ---- derived from the code (kept out of the gate as regression rows): LTX-2 audio-video cross-attention query ----
+# (diffusion/shapes/SOURCES.md#ltx-2 says which of these the KDA-Pilot capture also recorded)
 # cross_attn_rope(video_coords[:, 0:1]) with dim = audio_cross_attention_dim 2048, 32 heads: q [B, S_video, 2048],
 # cos [B, 32, S_video, 32] (temporal axis only: 1024 freqs, no padding). The key side is [B, 126, 2048] (as audio).
+XATTN_CAPTURE = {(6144, 1): "the KDA-Pilot capture has [1, 6144, 2048] with cos/sin [1, 32, 6144, 32]",
+                 (24576, 2): "the KDA-Pilot capture has S 24576 at B 1 only"}
 for s, b in ((6144, 1), (24576, 2)):
     rows.append(ltx_row(
         f"ltx2_xattn_b{b}_s{s}_h32_d64", "LTX-2",
-        "regression: LTX-2 audio-video cross-attention query, derived (not in anchors): sglang 0.5.15 ltx_2.py "
+        "regression: LTX-2 audio-video cross-attention query, derived from sglang 0.5.15 ltx_2.py "
         f"cross_attn_rope(dim=audio_cross_attention_dim=2048, heads=32) on video tokens S {s}, split layout as the "
-        "video rows",
+        f"video rows ({XATTN_CAPTURE[(s, b)]}: diffusion/shapes/SOURCES.md#ltx-2)",
         t([b, s, 32 * 64]), ltx_cs(b, 32, s, 32), ltx_cs(b, 32, s, 32), 3100 + b + s, cpu=False))
 
 # ---- regression: apply_rotary_embedding --------------------------------------------------------------------------
