@@ -10,6 +10,7 @@ from pathlib import Path
 from kda.core.errors import KdaError
 
 DEFAULT_TASK = "fuse_scale_shift"
+CPU_SALT = 7
 CPU_SAMPLE_ROWS = 5  # rows the quick CPU gate of `kda run` checks: under a minute on two cores (README)
 
 
@@ -106,6 +107,9 @@ def cmd_run(args) -> int:
     from kda.definition.task import Task
 
     args.cpu = True
+    # The quick gate is reproducible (the test suite's salt): a failure it prints is one anybody can rerun.
+    # `kda check TASK --cpu` draws a fresh salt each time.
+    args.salt = CPU_SALT
     rows = Task.load(args.task).select(cpu_only=True)
     if args.full:
         print(f"no GPU visible: the CPU correctness gate of {args.task}, all {len(rows)} CPU rows, through Triton's "
@@ -126,6 +130,7 @@ def cmd_tasks(args) -> int:
     from rich.table import Table
 
     from kda.definition.task import Task
+    from kda.harness import results_file
 
     t = Table(title="kda tasks")
     for col in ("task", "campaign", "upstream entry points", "language (base -> cand)", "rows (prod/cpu)", "latest results"):
@@ -134,13 +139,13 @@ def cmd_tasks(args) -> int:
         task = Task.load(path)
         c = task.cfg["task"]
         latest = []
-        for f in sorted(task.results_dir().glob("*.jsonl")):
-            lines = f.read_text().splitlines()
-            if not lines:
+        for f in results_file.list_files(task.results_dir()):
+            recs = results_file.read_records(f)
+            if not recs:
                 continue
-            prov, summ = json.loads(lines[0]), json.loads(lines[-1])
+            prov, summ = recs[0], recs[-1]
             g = (summ.get("metrics", {}).get(summ.get("headline_metric"), {}) or {}).get("vs_baseline")
-            latest.append(f"{f.stem}: {summ['rows_passed']}/{summ['rows_total']} pass"
+            latest.append(f"{results_file.stem(f)}: {summ['rows_passed']}/{summ['rows_total']} pass"
                           + (f", {g['geomean']:.2f}x" if g else "") + f" ({prov.get('time_utc', '?')[:10]})")
         t.add_row(task.name, c["campaign"], "\n".join(c["entry_points"]), f"{c['language']} -> {c['candidate_language']}",
                   f"{len(task.rows)} ({sum(r.production for r in task.rows)}/{sum(r.cpu for r in task.rows)})",
@@ -352,23 +357,23 @@ def cmd_render(args) -> int:
 
 
 def cmd_archive(args) -> int:
-    """Move a results file into the task's history (gzip) and point the ledger entries that cite it there."""
+    """Supersede results files: record the commit that holds each (HEAD) in the ledger entries citing it, delete it."""
     from kda.evidence import ledger
-    from kda.evidence.archive import archive
+    from kda.evidence.archive import supersede
     from kda.core.paths import resolve_task
 
     task_dir = resolve_task(args.task)
-    moved = []
+    done = 0
     for f in args.files:
         src = Path(f)
         if not src.is_absolute() and not src.exists():
             src = task_dir / f
-        dst = archive(task_dir, src, name=args.name if len(args.files) == 1 else None, label=args.label)
-        moved.append(dst)
-        print(f"{src} -> {dst}")
-    if moved:
+        commit, ids = supersede(task_dir, src, label=args.label)
+        done += 1
+        print(f"{src}: removed; ledger {', '.join(ids)} now read it from git at {commit[:12]}")
+    if done:
         ledger.write_markdown(task_dir)
-    print("add a row for each to results/history/README.md: what the candidate was and what superseded it")
+        print("commit the removal and docs/ledger.jsonl together (git add -u the results files and the ledger)")
     return 0
 
 
@@ -387,8 +392,8 @@ def cmd_intake(args) -> int:
     for got in intake(Path(args.tar), root, labels):
         name = got.task_dir.relative_to(root)
         print(f"{name}:")
-        for p in got.archived:
-            print(f"  archived  {p.relative_to(root)} (add its row to results/history/README.md)")
+        for p, commit, ids in got.archived:
+            print(f"  replaced  {p.relative_to(root)}: the old file is in git at {commit[:12]} (ledger {', '.join(ids)})")
         for p in got.results:
             print(f"  results   {p.relative_to(root)}")
         for p in got.kept:
@@ -402,13 +407,14 @@ def cmd_intake(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    """Each results file's recorded commit against the sources it says it measured (git history needed)."""
+    """Each results file's recorded commit against the sources it says it measured (git history needed); superseded
+    files are read from git at the commit their ledger references name."""
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
     from kda.core.paths import repo_root, resolve_task
-    from kda.evidence.verify import NO_COMMIT, VERIFIED, verify
+    from kda.evidence.verify import FAILING, REF_BROKEN, VERIFIED, verify
 
     root = repo_root()
     paths = [resolve_task(t) for t in args.tasks] if args.tasks else _all_tasks()
@@ -422,15 +428,16 @@ def cmd_verify(args) -> int:
         if v.status == VERIFIED and not args.all:
             continue
         shown = ", ".join(c[:10] for c in v.matches[:3]) + (f" (+{len(v.matches) - 3})" if len(v.matches) > 3 else "")
-        table.add_row(str(v.path.relative_to(root)), (v.commit or "-")[:12], v.status,
-                      ", ".join(f if f.startswith("(") else Path(f).name for f in v.differing[:4])
+        table.add_row(v.shown(root), (v.commit or "-")[:12], v.status,
+                      ", ".join(f if f.startswith("(") or v.status == REF_BROKEN else Path(f).name
+                                for f in v.differing[:4])
                       + (" ..." if len(v.differing) > 4 else ""),
                       shown or "-")
     ok = sum(v.status == VERIFIED for v in verdicts)
     if table.row_count:
         Console(width=200).print(table)
     print(f"{ok}/{len(verdicts)} results files verified at their recorded commit")
-    return 1 if any(v.status == NO_COMMIT for v in verdicts) else 0
+    return 1 if any(v.status in FAILING for v in verdicts) else 0
 
 
 def cmd_compile(args) -> int:
@@ -524,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_vendor)
 
     for name, fn, text in (("check", cmd_check, "correctness gate on every row (no timing)"),
-                           ("bench", cmd_bench, "interleaved A/B benchmark with checks; writes TASK/results/<gpu>.jsonl")):
+                           ("bench", cmd_bench, "interleaved A/B benchmark with checks; writes TASK/results/<gpu>.jsonl.gz")):
         p = sub.add_parser(name, help=text)
         p.add_argument("task")
         p.add_argument("--rows", help="comma-separated row ids (default: all)")
@@ -554,20 +561,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="list verified files too")
     p.set_defaults(fn=cmd_verify)
 
-    p = sub.add_parser("archive", help="move results files into TASK/results/history/ (gzip-compressed) and point "
-                       "the ledger entries that cite them at the new path")
+    p = sub.add_parser("archive", help="supersede results files: the ledger entries that cite each get the commit "
+                       "that holds it (HEAD; the file must be committed and unmodified), then it is deleted; readers "
+                       "and kda verify read it from git")
     p.add_argument("task")
-    p.add_argument("files", nargs="+", help="results files (paths, or relative to the task folder: results/h100.jsonl)")
-    p.add_argument("--name", help="history name without suffix (one file only; default <gpu>[-aa][-LABEL]-<commit7>)")
-    p.add_argument("--label", help="the candidate's version, put in the default name (v9c)")
+    p.add_argument("files", nargs="+", help="results files (paths, or relative to the task folder: results/h100.jsonl.gz)")
+    p.add_argument("--label", help="the candidate's version (v9c), named in the ledger entry written for a file no "
+                   "entry cites")
     p.set_defaults(fn=cmd_archive)
 
     p = sub.add_parser("intake", help="take a GPU call's results.tar (scripts/gpu_tasks.sh) into the task folders: "
-                       "superseded results files archived, new ledger lines appended (renumbered after local ones), "
-                       "profiles copied; nothing written unless every check passes")
+                       "a superseded results file replaced (the ledger entries citing it get the commit that holds "
+                       "it), new ledger lines appended (renumbered after local ones), profile summaries copied (raw "
+                       "CSVs left out); nothing written unless every check passes")
     p.add_argument("tar")
     p.add_argument("--label", action="append", metavar="TASK=VERSION",
-                   help="the candidate version of a superseded results file, for its history name (repeatable)")
+                   help="the candidate version of a superseded results file, named in the ledger entry written "
+                   "when no entry cites it (repeatable)")
     p.set_defaults(fn=cmd_intake)
 
     p = sub.add_parser("profile", help="one row of one arm under Nsight Compute, summarised into a named bound")
@@ -576,9 +586,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arm", choices=("baseline", "candidate", "compile", "eager"), default="candidate")
     p.add_argument("--compare", nargs="?", const="baseline", choices=("baseline", "compile", "eager"),
                    help="profile the candidate and the baseline (or the named peer) and put them side by side")
-    p.add_argument("--save-csv", help="also keep ncu's raw CSV export in this folder")
+    p.add_argument("--save-csv", help="also keep ncu's raw CSV export in this folder (raw exports are not committed: "
+                   "a folder under docs/profile/ is ignored by git)")
     p.add_argument("--from-csv", metavar="DIR", help="no GPU: rebuild the row's summaries from the raw CSVs "
-                   "--save-csv kept in DIR (docs/profile/<gpu>/csv)")
+                   "--save-csv kept in DIR (<...>/<gpu>/csv, as scripts/gpu_tasks.sh returns them in logs.tar)")
     p.add_argument("--gpu", help="with --from-csv: the GPU slug (default: the name of DIR's parent folder)")
     p.set_defaults(fn=cmd_profile)
 
