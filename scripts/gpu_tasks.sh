@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session over several tasks: A/A noise floor, benchmark, Nsight Compute comparisons of named rows. What
-# the project keeps (results files, ledgers, profile summaries) comes back as results.tar, the logs as logs.tar.
+# the project keeps (results files, ledgers, profile summaries) comes back as results.tar, the logs as logs.tar,
+# with ncu's raw CSV exports under profile-csv/<task>/<gpu>/csv/ (not kept in the tree; `kda profile --from-csv`).
 # Usage (GPU machine, repository root):
 #   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only | --profile-only] TASK[=ROW,ROW...] ...
 # Rows after '=' are profiled with `kda profile --compare` after the benchmark; '@large' stands for the production
@@ -25,9 +26,10 @@ export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 gpu=$(python3 -c "import torch; from kda.core.gpu import gpu_slug; print(gpu_slug(torch.cuda.get_device_name(0)))")
 keep=()
 # each path once: a folder named twice (docs/profile, once per profiled row) would come back as hard links to its
-# first copy, which kda intake refuses
+# first copy, which kda intake refuses; raw ncu exports stay out (they go to logs.tar)
 pack() {
-  tar -cf "$out/results.tar" $(printf '%s\n' "${keep[@]}" | awk '!seen[$0]++') 2>/dev/null
+  tar -cf "$out/results.tar" --exclude='*.csv' --exclude='*.csv.gz' \
+    $(printf '%s\n' "${keep[@]}" | awk '!seen[$0]++') 2>/dev/null
   tar -cf "$out/logs.tar" -C "$logs" . 2>/dev/null
 }
 for spec in "$@"; do
@@ -55,11 +57,12 @@ for spec in "$@"; do
     fi
     if [ "$rows" = @large ]; then
       rows=$(python3 -c "import sys; from pathlib import Path; from kda.evidence.report import unprofiled_large_rows as u; \
-print(','.join(u(Path(sys.argv[1]), Path(sys.argv[1]) / 'results' / (sys.argv[2] + '.jsonl'))))" "$dir" "$gpu")
+from kda.harness.results_file import find; \
+print(','.join(u(Path(sys.argv[1]), find(Path(sys.argv[1]) / 'results', sys.argv[2]))))" "$dir" "$gpu")
       echo "$task: large rows to profile: ${rows:-none}"
     fi
     for row in ${rows//,/ }; do
-      python3 -m kda profile "$task" --row "$row" --compare --save-csv "$dir/docs/profile/$gpu/csv" \
+      python3 -m kda profile "$task" --row "$row" --compare --save-csv "$logs/profile-csv/$task/$gpu/csv" \
         > "$logs/$task-profile-$row.log" 2>&1
       echo "$task profile $row: rc=$?"; tail -6 "$logs/$task-profile-$row.log"
       keep+=("$dir/docs/profile")

@@ -86,7 +86,7 @@ SPEC = {
                              doc="least geomean speedup over the baseline (headline metric, production rows)"),
         "min_row": Field(float, check=positive, doc="least median speedup of the worst production row"),
         "ci_over_noise": Field(bool, doc="the geomean's 95% CI lower bound must exceed the A/A noise floor geomean "
-                                         "(results/<gpu>-aa.jsonl) when that file exists"),
+                                         "(results/<gpu>-aa.jsonl.gz) when that file exists"),
         "max_rounds": Field(int, check=positive, doc="round budget of an agent run (Stop-hook rounds)"),
     }),
 }

@@ -9,12 +9,14 @@ hand, three ledger references once ended up on the wrong file. Here:
 1. the new ledger lines are the tar's entries the local ledger does not hold (same time, author and text: ids and
    results_ref may differ), schema-checked and numbered after the local ledger's last id (parents among them
    follow);
-2. a local results file the tar replaces with different bytes is archived first (`kda.evidence.archive`: gzip into
-   `results/history/`, ledger references repointed), then the new file is copied. Only a file measured later than
+2. a local results file the tar replaces with different bytes is superseded first (`kda.evidence.archive`: the
+   ledger entries citing it get the commit that holds it, HEAD, which must hold it byte for byte: an uncommitted or
+   modified local file is refused before anything is written), then the new file is copied. Only a file measured later than
    the local one replaces it: each call carries the whole tree, so a tar also brings back every results file the
    call did not write, as it travelled; taking in calls out of order, one of those would otherwise replace a newer
    file taken in from a later call (it happened on 2026-11-26). Such a file is listed as kept;
-3. profile files that are new or changed are copied;
+3. profile files that are new or changed are copied, except raw Nsight Compute exports (`*.csv`, `*.csv.gz`, kept
+   out of the tree: kda.evidence.profile.is_raw_export);
 4. a results file taken in must name a commit of this repository that holds the sources it records (checked where
    the repository is a git work tree, as `kda verify` checks them). On 2026-11-26 a typed `KDA_COMMIT` named no
    commit and one read from the GPU machine's stale `.git` named an old one; only `kda verify`, run after intake,
@@ -33,16 +35,18 @@ from pathlib import Path
 from kda.core import gitutil
 
 from kda.evidence import ledger
-from kda.evidence.archive import archive
+from kda.evidence.archive import head_commit_holding, supersede
 from kda.core.errors import KdaError
+from kda.evidence.profile import is_raw_export
 from kda.evidence.report import load_results
 from kda.evidence.verify import VERIFIED, Blobs, verify_file
+from kda.harness import results_file
 
 
 @dataclass
 class Intake:
     task_dir: Path
-    archived: list[Path] = field(default_factory=list)
+    archived: list[tuple[Path, str, list[str]]] = field(default_factory=list)  # (old file, commit holding it, entries)
     results: list[Path] = field(default_factory=list)
     ledger_ids: list[tuple[str, str]] = field(default_factory=list)   # (id on the GPU machine, id here)
     profiles: list[Path] = field(default_factory=list)
@@ -78,7 +82,7 @@ def new_ledger_lines(local: list[str], remote: list[str]) -> list[tuple[str, dic
 
 def intake(tar_path: Path, root: Path, labels: dict[str, str] | None = None) -> list[Intake]:
     """Take a GPU call's results.tar into the task folders under `root`. `labels` names the candidate version of a
-    superseded file per task (task name -> 'v9c'), for its history name."""
+    superseded file per task (task name -> 'v9c'), for the ledger entry written when no entry cites that file."""
     labels = labels or {}
     root = Path(root).resolve()
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,9 +103,10 @@ def intake(tar_path: Path, root: Path, labels: dict[str, str] | None = None) -> 
             else:
                 tar.extractall(tmp)
         task_dirs = sorted({p.parent.parent for p in tmp.rglob("docs/ledger.jsonl")}
-                           | {p.parent.parent for p in tmp.rglob("results/*.jsonl")})
+                           | {p.parent.parent for p in tmp.rglob("results/*")
+                              if p.is_file() and results_file.is_results_name(p.name)})
         if not task_dirs:
-            raise KdaError(f"{tar_path}: no task folder (docs/ledger.jsonl or results/*.jsonl) in it")
+            raise KdaError(f"{tar_path}: no task folder (docs/ledger.jsonl or results/*.jsonl.gz) in it")
         plans = [_plan(src, root / src.relative_to(tmp), tar_path) for src in task_dirs]
         return [_apply(p, labels.get(p["dst"].name)) for p in plans]
 
@@ -111,37 +116,46 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
     the new ledger lines validate against the local ledger."""
     if not (dst / "docs" / "ledger.jsonl").exists() and not (dst / "task.toml").exists():
         raise KdaError(f"{tar_path}: {dst} is not a task folder here")
-    results, kept, commits = [], [], {}
-    for f in sorted((src / "results").glob("*.jsonl")):
+    results, kept, commits, replaces = [], [], {}, {}
+    for f in results_file.list_files(src / "results"):
         provenance = _provenance(f)
-        here = dst / "results" / f.name
-        if here.exists():
-            if here.read_bytes() == f.read_bytes():
+        here = results_file.find(dst / "results", results_file.stem(f))  # the same run, in either encoding
+        if here is not None:
+            if results_file.read_bytes(here) == results_file.read_bytes(f):
                 continue
             if provenance["time_utc"] <= _provenance(here)["time_utc"]:
-                kept.append(f)
+                kept.append(here)
                 continue
+            replaces[f] = here
         results.append(f)
         commits[f] = provenance.get("commit")
     if results and gitutil.ok("rev-parse", "--is-inside-work-tree", cwd=dst):
         for f in results:
             _check_commit(f, commits[f], dst, tar_path)
-    new = []
+    for f, here in replaces.items():
+        try:  # the file replaced must be in git, or its bytes would be lost
+            head_commit_holding(dst, here)
+        except KdaError as e:
+            raise KdaError(f"{tar_path}: {dst.name}/results/{f.name} would replace {here.name}, but {e}; nothing was "
+                           "taken in") from None
+    new, remote_lines = [], []
     remote = src / "docs" / "ledger.jsonl"
     if remote.exists():
         local_path = ledger.ledger_path(dst)
         local = local_path.read_text().splitlines() if local_path.exists() else []
         ledger.parse_text(remote.read_text(), f"{tar_path}:{remote.relative_to(src.parent.parent.parent)}")
-        new = new_ledger_lines(local, remote.read_text().splitlines())
+        remote_lines = remote.read_text().splitlines()
+        new = new_ledger_lines(local, remote_lines)
         # the whole ledger as it will be, checked before it is written
         ledger.parse_text("".join(line + "\n" for line in local) + "".join(json.dumps(e) + "\n" for _, e in new),
                           f"{local_path} (with the new lines)")
     profiles = []
     for f in sorted((src / "docs" / "profile").rglob("*")) if (src / "docs" / "profile").exists() else []:
         here = dst / f.relative_to(src)
-        if f.is_file() and (not here.exists() or here.read_bytes() != f.read_bytes()):
+        if f.is_file() and not is_raw_export(f) and (not here.exists() or here.read_bytes() != f.read_bytes()):
             profiles.append((f, here))
-    return {"src": src, "dst": dst, "results": results, "kept": kept, "ledger": new, "profiles": profiles}
+    return {"src": src, "dst": dst, "results": results, "replaces": replaces, "kept": kept, "ledger": new,
+            "remote_lines": remote_lines, "profiles": profiles}
 
 
 def _check_commit(path: Path, commit, dst: Path, tar_path: Path) -> None:
@@ -177,18 +191,25 @@ def _provenance(path: Path) -> dict:
 
 def _apply(plan: dict, label: str | None) -> Intake:
     dst = plan["dst"]
-    out = Intake(dst, kept=[dst / "results" / f.name for f in plan["kept"]])
+    out = Intake(dst, kept=list(plan["kept"]))
     for f in plan["results"]:
+        old = plan["replaces"].get(f)
+        if old is not None:
+            commit, ids = supersede(dst, old, label=label)
+            out.archived.append((old, commit, ids))
         here = dst / "results" / f.name
-        if here.exists():
-            out.archived.append(archive(dst, here, label=label))
         shutil.copyfile(f, here)
         out.results.append(here)
-    if plan["ledger"]:
+    new = plan["ledger"]
+    if out.archived and new:  # superseding may have appended an entry here: number the new lines after it
+        local = ledger.ledger_path(dst).read_text().splitlines()
+        new = new_ledger_lines(local, plan["remote_lines"])
+    if new:
         with open(ledger.ledger_path(dst), "a") as fh:
-            for remote_id, e in plan["ledger"]:
+            for remote_id, e in new:
                 fh.write(json.dumps(e, sort_keys=False) + "\n")
                 out.ledger_ids.append((remote_id, e["id"]))
+    if new or out.archived:
         ledger.read(dst)  # the written ledger parses
         ledger.write_markdown(dst)
     for f, here in plan["profiles"]:

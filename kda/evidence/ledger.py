@@ -41,6 +41,10 @@ def _sha(v: str) -> str | None:
     return None if re.fullmatch(r"[0-9a-f]{64}", v) else "expected 64 lowercase hex digits"
 
 
+def _commit(v: str) -> str | None:
+    return None if re.fullmatch(r"[0-9a-f]{40}", v) else "expected a full commit id (40 lowercase hex digits)"
+
+
 def _nonneg(v: int) -> str | None:
     return None if v >= 0 else f"expected a round number >= 0, got {v}"
 
@@ -72,7 +76,11 @@ METRICS = {
 RESULTS_REF = {
     "path": Field(str, doc="results file, relative to the task folder when inside it"),
     "lines": Field(int, doc="its line count when the entry was written"),
-    "sha256": Field(str, required=False, check=_sha, doc="its content hash (results files are overwritten by later runs)"),
+    "sha256": Field(str, required=False, check=_sha, doc="its content hash, of the decompressed bytes (results files "
+                    "are overwritten by later runs)"),
+    "commit": Field(str, required=False, check=_commit, doc="for a file superseded since (no longer in the work tree, "
+                    "or overwritten): a commit that holds it at `path`; read with `git show COMMIT:TASK/PATH` "
+                    "(kda.harness.results_file.ref_bytes)"),
 }
 
 ENTRY = {
@@ -377,7 +385,8 @@ def render_markdown(entries: list[dict], task_name: str = "", path: Path | None 
         out.append(f"- **metrics**: {metrics_text(e['metrics'])}")
         ref = e["results_ref"]
         out.append(f"- **source**: `{e['source_hash'][:16]}`" + (f", commit `{e['commit'][:12]}`" if e.get("commit") else "")
-                   + (f", results `{ref['path']}` ({ref['lines']} lines)" if ref else "")
+                   + (f", results `{ref['path']}` ({ref['lines']} lines"
+                      + (f", in git at `{ref['commit'][:12]}`)" if ref.get("commit") else ")") if ref else "")
                    + (f", parent {e['parent']}" if e["parent"] else ""))
         out.append("")
     text = "\n".join(out).rstrip("\n") + "\n"

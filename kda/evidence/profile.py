@@ -1,8 +1,11 @@
 """`kda profile`: one arm of one row under Nsight Compute, summarised into a named bound.
 
-The raw report (.ncu-rep) stays out of git; the summary is saved as docs/profile/<gpu>/<row>-<arm>.{json,md}.
-Parsing works on ncu's raw CSV export (`ncu --import R --csv --page raw`), so it is tested on a CPU against a
-committed CSV fixture taken on a GPU.
+The raw report (.ncu-rep) and its CSV export stay out of git; the summary is saved as
+docs/profile/<gpu>/<row>-<arm>.{json,md}, and that summary is all `kda report` reads. Parsing works on ncu's raw CSV
+export (`ncu --import R --csv --page raw`), so it is tested on a CPU against CSV fixtures taken on a GPU
+(tests/fixtures/ncu/). `--save-csv DIR` keeps the export outside the tree (scripts/gpu_tasks.sh returns it in
+logs.tar) for `--from-csv DIR`, which rebuilds summaries without a GPU; the exports once committed under
+docs/profile/ are in git history (each task's docs/profile/README.md says where).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import sys
 from pathlib import Path
 
 from kda.core.errors import KdaError
+from kda.harness import results_file
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
 EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__sass_inst_executed_op_local_ld.sum",
@@ -35,6 +39,14 @@ UNIT_SCALE = {"us": {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "ms
                      "second": 1e6, "s": 1e6},
               "bytes": {"byte": 1, "B": 1, "Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9,
                         "GB": 1e9, "Tbyte": 1e12, "TB": 1e12}}
+
+
+# Raw Nsight Compute exports: kept out of the tree (.gitignore) and out of what `kda intake` copies.
+RAW_EXPORT_SUFFIXES = (".csv", ".csv.gz", ".ncu-rep")
+
+
+def is_raw_export(path: Path | str) -> bool:
+    return Path(path).name.endswith(RAW_EXPORT_SUFFIXES)
 
 
 def find_ncu() -> str:
@@ -152,10 +164,10 @@ def _pct(v):
 
 
 def latest_copy_tbps(task_dir: Path, slug: str) -> float | None:
-    path = task_dir / "results" / f"{slug}.jsonl"
-    if not path.is_file():
+    path = results_file.find(Path(task_dir) / "results", slug)
+    if path is None:
         return None
-    return json.loads(path.read_text().splitlines()[0]).get("copy_tbps")
+    return results_file.read_records(path)[0].get("copy_tbps")
 
 
 def run_profile(task, row_id: str, arm: str, slug: str, raw_dir: Path) -> tuple[dict, str]:

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kda.core.errors import KdaError
 from kda.core.gpu import datasheet_tbps, gpu_slug
 from kda.harness import checks as C
-from kda.harness import provenance
+from kda.harness import provenance, results_file
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
 from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
@@ -185,17 +185,14 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     summary = summarize(task, results, cfg, opts, slug)
     out = {"provenance": prov, "rows": results, "summary": summary}
     if bench and opts.write:
-        path = results_path(task, slug, opts.aa)
-        path.parent.mkdir(exist_ok=True)
-        with open(path, "w") as f:
-            for rec in [prov, *results, summary]:
-                f.write(json.dumps(rec, sort_keys=False) + "\n")
+        path = results_file.write(results_path(task, slug, opts.aa), [prov, *results, summary])
         out["path"] = str(path)
     return out
 
 
 def results_path(task: Task, slug: str, aa: bool) -> Path:
-    return task.results_dir() / (f"{slug}-aa.jsonl" if aa else f"{slug}.jsonl")
+    """Where a run writes its results file (kda.harness.results_file: the encoding)."""
+    return task.results_dir() / results_file.file_name(slug, aa)
 
 
 def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | None = None) -> dict:
@@ -297,10 +294,10 @@ def aa_noise(rows: list[dict], summary: dict) -> dict | None:
 
 def noise_floor(task: Task, slug: str) -> dict | None:
     """From the committed A/A file of the same GPU, if any."""
-    path = results_path(task, slug, aa=True)
-    if not path.is_file():
+    path = results_file.find(task.results_dir(), results_file.stem(results_path(task, slug, aa=True)))
+    if path is None:
         return None
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    recs = results_file.read_records(path)
     noise = aa_noise(recs, recs[-1])
     return {"file": path.name, "gpu": slug, "device_us_start": provenance.device_us_start(recs[0]), **noise} \
         if noise else None

@@ -201,13 +201,13 @@ against it. GPU: {{ gpu_text }}
 | static rules | none broken | `kda.harness.guards.static_violations` on `solution/` |
 | `min_geomean` | {{ gates.min_geomean }} | geomean speedup over the baseline ({{ metric }}, production rows) at least this |
 | `min_row` | {{ gates.min_row }} | the worst production row's median speedup at least this |
-| `ci_over_noise` | {{ gates.ci_over_noise | lower }} | the geomean's 95% CI lower bound above the A/A noise floor (`results/<gpu>-aa.jsonl`, when present) |
+| `ci_over_noise` | {{ gates.ci_over_noise | lower }} | the geomean's 95% CI lower bound above the A/A noise floor (`results/<gpu>-aa.jsonl.gz`, when present) |
 | `max_rounds` | {{ gates.max_rounds }} | rounds this run gets |
 
 How to run them yourself:
 
 - `kda gate {{ task_path }}`: all of the above. On a GPU it runs the full benchmark (`kda bench`) and writes
-  `results/<gpu>.jsonl`; without a GPU it runs only the CPU correctness gate, says so, and the candidate stays
+  `results/<gpu>.jsonl.gz`; without a GPU it runs only the CPU correctness gate, says so, and the candidate stays
   unpromoted.
 - `kda check {{ task_path }} --cpu`: correctness of the rows marked `cpu` through Triton's interpreter (no GPU).
 - `kda bench {{ task_path }}` and `kda bench {{ task_path }} --aa` (noise floor): timings on a GPU.

@@ -17,6 +17,7 @@ from kda.loop import agentrun
 from kda.evidence import ledger
 from kda.core.errors import KdaError
 from kda.core.gitutil import git, ok, worktrees
+from kda.harness import results_file
 
 
 @dataclass
@@ -76,13 +77,16 @@ def runs(repo: Path, task: str) -> list[Run]:
 def _results_candidates(repo: Path, task_dir: Path, task_runs: list[Run]) -> list[tuple[str, str]]:
     """(source label, results file text) from this checkout, every run branch and every open worktree."""
     rel = task_dir.resolve().relative_to(repo.resolve()).as_posix()
-    found = [("this checkout", p.read_text()) for p in sorted((task_dir / "results").glob("*.jsonl"))]
+    found = [("this checkout", results_file.read_text(p)) for p in results_file.list_files(task_dir / "results")]
     for r in task_runs:
         names = git("ls-tree", "--name-only", f"{r.tip}:{rel}/results", cwd=repo, check=False).splitlines()
-        found += [(r.branch, git("show", f"{r.tip}:{rel}/results/{n}", cwd=repo)) for n in names if n.endswith(".jsonl")]
+        for n in filter(results_file.is_results_name, names):
+            blob = results_file.git_blob(repo, f"{r.tip}:{rel}/results/{n}")
+            if blob is not None:
+                found.append((r.branch, results_file.decode(blob, f"{r.branch}:{rel}/results/{n}").decode()))
         if r.worktree is not None:
-            found += [(f"worktree {r.worktree.name}", p.read_text())
-                      for p in sorted((r.worktree / rel / "results").glob("*.jsonl"))]
+            found += [(f"worktree {r.worktree.name}", results_file.read_text(p))
+                      for p in results_file.list_files(r.worktree / rel / "results")]
     return found
 
 

@@ -3,7 +3,7 @@
 Gates, in order: the scope of the change (only the task's solution/, docs/ and results/ may differ from the review
 base), the static rules on solution/, the round budget, correctness on every row, and the benchmark gates of
 `[gates]` in config.toml (min_geomean, min_row, ci_over_noise) on the headline metric. With a GPU the correctness
-and benchmark parts are one `kda bench` run (which writes results/<gpu>.jsonl); without a GPU only the CPU
+and benchmark parts are one `kda bench` run (which writes results/<gpu>.jsonl.gz); without a GPU only the CPU
 correctness gate and, for a Triton candidate, the compile gate (every production launch lowers for sm_90) can run,
 and the verdict is BLOCKED, never PASS: the candidate stays unpromoted until a GPU measured it.
 
@@ -112,7 +112,7 @@ def bench_findings(summary: dict, gates: dict) -> tuple[list[str], list[str]]:
     if gates["ci_over_noise"]:
         nf = summary.get("noise_floor")
         if not nf:
-            notes.append("ci_over_noise not checked: no A/A file results/<gpu>-aa.jsonl for this GPU "
+            notes.append("ci_over_noise not checked: no A/A file results/<gpu>-aa.jsonl.gz for this GPU "
                          "(run `kda bench TASK --aa` once per GPU)")
         elif not ci or ci[0] is None or ci[0] <= nf["geomean"]:
             findings.append(f"ci_over_noise: the geomean's CI lower bound {ci[0] if ci else float('nan'):.3f} does not "

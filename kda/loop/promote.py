@@ -3,12 +3,11 @@ review file a person signs and a PROMOTED ledger entry.
 
 The gate runs in a temporary, clean worktree of REF (nothing uncommitted, nothing from this checkout leaks in), on a
 GPU: without one the benchmark gates cannot be evaluated, so promotion refuses and the candidate stays unpromoted.
-Outputs land in this checkout's task folder: docs/review/<commit12>.md, docs/review/<commit12>-<gpu>.jsonl (the
-results file the gate wrote) and the ledger entry. The merge itself stays a human step.
+Outputs land in this checkout's task folder: docs/review/<commit12>.md, docs/review/<commit12>-<gpu>.jsonl.gz (the
+results file the gate wrote, as written) and the ledger entry. The merge itself stays a human step.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -19,6 +18,7 @@ from typing import Callable
 from kda.evidence import ledger
 from kda.loop.agentrun import scoped_env
 from kda.core.gitutil import commit_of, git, ok
+from kda.harness import results_file
 
 
 @dataclass
@@ -91,7 +91,7 @@ def promote(task_ref: str, ref: str, *, gate: Callable | None = None, gpu_check:
         review_dir.mkdir(parents=True, exist_ok=True)
         results_copy = None
         if res.results_path:
-            results_copy = review_dir / f"{short}-{res.gpu}.jsonl"
+            results_copy = review_dir / f"{short}-{res.gpu}{results_file.SUFFIX}"
             shutil.copyfile(res.results_path, results_copy)
         diff = git("diff", diff_base, commit, "--", f"{task_rel}/solution/", cwd=repo)
         profiles = sorted((cand_dir / "docs" / "profile").rglob("*.md")) if (cand_dir / "docs" / "profile").is_dir() else []
@@ -131,7 +131,7 @@ def _sp(e: dict | None) -> str:
 
 
 def results_markdown(path: Path) -> list[str]:
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    recs = results_file.read_records(path)
     prov, rows, summ = recs[0], [r for r in recs if r.get("type") == "row"], recs[-1]
     metric = summ.get("headline_metric", "device_us")
     gpu = (prov.get("gpu") or {}).get("name", prov.get("gpu_slug"))
