@@ -1,15 +1,20 @@
-"""Import a file of scripts/ as a module, for the tests of this folder (scripts/ is not a package)."""
+"""Import a file of scripts/, or of a task's tools/ folder, as a module, for the tests (neither is a package)."""
 import importlib.util
 import sys
 
-from kda.core.paths import repo_root
+from kda.core.paths import repo_root, resolve_task
 
 
-def load_script(name: str):
+def load_script(name: str, task: str | None = None):
+    """scripts/NAME.py, or TASK/tools/NAME.py when `task` is given. scripts/ goes on sys.path either way
+    (graph_placement and a task's tools import layout_sweep from it), and so does the task's tools/ folder (its tools
+    import each other)."""
     scripts = str(repo_root() / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)  # graph_placement imports layout_sweep from its own folder
-    spec = importlib.util.spec_from_file_location(name, repo_root() / "scripts" / f"{name}.py")
+    folder = resolve_task(task) / "tools" if task else repo_root() / "scripts"
+    for path in dict.fromkeys((str(folder), scripts)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

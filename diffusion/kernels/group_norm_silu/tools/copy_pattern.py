@@ -8,7 +8,7 @@ unit's granules dealt to the CTAs in two ways:
 - contiguous: CTA b owns granules [b * per, (b + 1) * per) of each unit (the held kernel's slices);
 - dealt: CTA b owns granules b, b + ctas, b + 2 ctas, ... (the grid's reads at any moment fall in one window).
 
-    python3 scripts/copy_pattern.py --units 32 --group-vecs 294912 --out result.json
+    python3 diffusion/kernels/group_norm_silu/tools/copy_pattern.py --units 32 --group-vecs 294912 --out result.json
 
 Prints and writes each pattern's time against torch's copy of the same bytes, medians over --reps CUDA-event timings.
 """

@@ -6,7 +6,8 @@ share a unit (group) size and differ in their batch, so a straight line through 
 call (its intercept) and the rate (its slope). Only to explain where a row's share of the copy goes: the numbers a
 campaign reports come from `kda bench`.
 
-    python3 scripts/held_scaling.py --shapes 1x512x9x128x128,2x512x9x128x128 --out scaling.json
+    python3 diffusion/kernels/group_norm_silu/tools/held_scaling.py \
+        --shapes 1x512x9x128x128,2x512x9x128x128 --out scaling.json
 """
 import argparse
 import json
@@ -16,8 +17,9 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from layout_sweep import _graph_us  # noqa: E402  (a script beside this one)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.join(_HERE, "..", "..", "..", "..", "scripts")]  # this folder; the campaign's scripts/
+from layout_sweep import _graph_us  # noqa: E402  (scripts/)
 
 from kda.definition.task import Task  # noqa: E402
 

@@ -5,7 +5,7 @@ touched), runs a row's call back to back, and reads the last call's stamps (csrc
 point, the earliest, median and latest CTA in microseconds from the earliest CTA's start. Stamping costs a few
 registers and stores, so the times are close to the kernel's, not its exact times: `kda bench` times the kernel.
 
-    python3 scripts/held_trace.py --rows hyvae_c512_t9_128x128_contig --out trace.json
+    python3 diffusion/kernels/group_norm_silu/tools/held_trace.py --rows hyvae_c512_t9_128x128_contig --out trace.json
 """
 import argparse
 import json
@@ -15,8 +15,9 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from layout_sweep import row_case  # noqa: E402  (a script beside this one)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.join(_HERE, "..", "..", "..", "..", "scripts")]  # this folder; the campaign's scripts/
+from layout_sweep import row_case  # noqa: E402  (scripts/)
 
 from kda.definition.task import Task  # noqa: E402
 

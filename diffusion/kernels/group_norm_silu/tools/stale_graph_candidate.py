@@ -5,7 +5,8 @@ were: a graph freezes the call's salt and captures the zeroing, so every replay 
 its last replay's partials as its own. Eager calls stay correct (each gets a new salt), so only the harness's replay
 on shifted inputs (phase 3, kda/harness/worker.py check_replay_shifted) can catch it:
 
-    kda check group_norm_silu --candidate scripts/stale_graph_candidate.py --rows hyvae_c512_t9_128x128_contig
+    kda check group_norm_silu --candidate diffusion/kernels/group_norm_silu/tools/stale_graph_candidate.py \
+        --rows hyvae_c512_t9_128x128_contig
 """
 import sys
 

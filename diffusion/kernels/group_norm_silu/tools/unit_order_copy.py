@@ -8,9 +8,11 @@ copies x to y in that order (all of unit 0's pieces, then unit 1's, ...) with on
 order with the same kernel, and times both against torch's copy of the same bytes: the ceiling of any one-read
 channels_last schedule on these shapes, before anyone builds one.
 
-    python3 scripts/unit_order_copy.py --shape 1x512x9x128x128 --groups 32 --out result.json
+    python3 diffusion/kernels/group_norm_silu/tools/unit_order_copy.py --shape 1x512x9x128x128 --groups 32 \
+        --out result.json
     ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum -k regex:tile_copy \
-        python3 scripts/unit_order_copy.py --shape 1x512x9x128x128 --rounds 0     # bytes each pattern moves
+        python3 diffusion/kernels/group_norm_silu/tools/unit_order_copy.py --shape 1x512x9x128x128 \
+        --rounds 0   # the bytes each pattern moves
 
 Variants: `linear` (the kernel over position-major tiles: its own ceiling), `units_k` (k groups a unit, k = 1, 2, 4,
 ... up to the widths a unit of at most --max-unit-mb allows; a unit must fit the grid's shared memory), `torch`.
@@ -25,8 +27,9 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from held_scaling import parse_shape as parse_any_shape  # noqa: E402  (scripts beside this one)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.join(_HERE, "..", "..", "..", "..", "scripts")]  # this folder; the campaign's scripts/
+from held_scaling import parse_shape as parse_any_shape  # noqa: E402  (this folder, scripts/)
 from layout_sweep import _graph_us, copy_share, round_order  # noqa: E402
 
 

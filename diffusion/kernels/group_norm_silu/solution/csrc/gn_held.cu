@@ -25,7 +25,7 @@
 namespace kda_gn {
 
 #ifdef KDA_GN_TRACE
-// A diagnostic build (scripts/held_trace.py): each CTA stamps the global timer at kHeldTraceEvents points of a call.
+// A diagnostic build (tools/held_trace.py): each CTA stamps the global timer at kHeldTraceEvents points of a call.
 __device__ unsigned long long gn_held_trace[kHeldMaxCtas * kHeldTraceEvents];
 
 cudaError_t held_trace_copy(unsigned long long* host) {

@@ -126,7 +126,7 @@ constexpr int kHeldRegWarps = 12;                // the apply warps of the insta
 
 cudaError_t launch_held(const HeldParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
 
-// The points of a held call a KDA_GN_TRACE build stamps per CTA (scripts/held_trace.py reads them back).
+// The points of a held call a KDA_GN_TRACE build stamps per CTA (tools/held_trace.py reads them back).
 enum class HeldTrace : int {
   kStart,            // the CTA began
   kReady,            // its barriers set up, the epoch read
