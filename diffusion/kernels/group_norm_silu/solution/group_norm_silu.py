@@ -36,9 +36,9 @@ Design:
   shared memory, x read from DRAM once, one C++ launch); v5c keeps it for x up to _RESIDENT_MAX_BYTES only (the
   sweep behind that limit is cited there); v5d: v4b's Triton paths above it and for channels_last.
 - v7: flat split tiles for contiguous groups of any channel count (_FLAT_MAX_CPG).
-- v6: contiguous float32 x above _RESIDENT_MAX_BYTES through the L2 stream kernel (csrc/gn_stream.cu: one grid
-  streams every group, statistics read from DRAM, the apply's re-read served by the L2). Slower than v5d on the
-  16-bit rows (ledger L0020), so only float32 takes it (_STREAM_DTYPES).
+- v6 (the L2 stream kernel, csrc/gn_stream.cu) ran only float32 x above _RESIDENT_MAX_BYTES, where it beat the split
+  path on the one regression row that has such x (ledger L0020, L0022); no production row is float32, so it earned
+  nothing there and is gone (ledger L0094).
 - v8: channels_last x on the split path through row kernels (_gn_rows_*: statistics over tiles of whole rows of C
   channels, column sums kept in each lane; apply over [channel block, rows] tiles that write runs of y's rows).
 - v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through a persistent grid of three or four teams
@@ -93,7 +93,7 @@ from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident
 
 # v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
-                     ("binding.cpp", "gn_resident.cu", "gn_stream.cu", "gn_held.cu"), ("gn_resident.h", "gn_common.cuh"))
+                     ("binding.cpp", "gn_resident.cu", "gn_held.cu"), ("gn_resident.h", "gn_common.cuh"))
 _RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's static arrays
 _RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
@@ -120,22 +120,6 @@ _RESIDENT_GENERATIONS = True
 # between the wait and the apply): 0.1-0.6 us by graph replay on nine of twelve rows, even on three
 # (layout-sweep/6d73273-early-wb.json)
 _RESIDENT_EARLY_WB = True
-# v6: contiguous x above that takes the L2 stream kernel (csrc/gn_stream.cu): every CTA of one grid streams a slice of
-# each group in turn, the apply `lag` chunks behind the statistics, so x is re-read from the L2, not from DRAM.
-# v6h (H200 graph replay, docs/profile/h200/layout-sweep/f132939-stream-span.json): 0.86x (fp16, c256 t5) to 1.03x
-# (c256 t17, lag 32 MB) against v5d's Triton split path on the large contiguous VAE rows, 1.16x on fp32 (c256 t5). A
-# slice's last chunk is a sliver on most rows (c512 t9: 2048 + 192 vectors), and the apply waits for the grid's
-# statistics at every group: see ledger L0020. So only fp32 takes it.
-_STREAM = True
-_STREAM_DTYPES = (torch.float32,)
-_STREAM_THREADS = 512              # kThreads of csrc/gn_resident.h (data threads; a sync warp comes on top)
-_STREAM_MAX_CTAS = 256             # kStreamMaxCtas
-_STREAM_UNROLL = 4                 # kStreamUnroll: vectors per thread per chunk
-_STREAM_CTAS_PER_SM = 1            # at most (the 192 KB ring leaves room for one)
-_STREAM_LAG_BYTES = 8 << 20        # the apply trails the statistics by one group plus at least this much x
-_STREAM_L2_SPAN = None             # if set, the lag grows to this many bytes less one group (x kept in the L2)
-_STREAM_HINTS = 1                  # L2 evict_last on the first read of x, evict_first on its re-read and on y
-
 # v17: contiguous 16-bit x above _RESIDENT_MAX_BYTES through the held kernel (csrc/gn_held.cu): one unit at a time
 # held across the whole grid, each CTA's slice copied by TMA into a shared-memory ring and kept there from its
 # statistics to its apply, so x is read once; the ring's slots beyond one slice keep the next units' copies in
@@ -207,7 +191,7 @@ _TEAM_COOPERATIVE = True
 # membership by block index modulo the teams was slower either way (ledger L0051). A grid of 8 programs an SM,
 # planned without the occupancy check, was refused and the call ran the split path (4f0ed7a-coop-refused.json).
 _TEAM_DTYPES = (torch.float16, torch.bfloat16)
-# GPUs (a substring of the device name) where the team kernel beats the stream/split path. On an H200 it lost to
+# GPUs (a substring of the device name) where the team kernel beats the split path. On an H200 it lost to
 # them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
 # the bench (docs/profile/h200/layout-sweep/478e671-team.json, ledger L0047): with HBM3e the team's wait at every
 # unit costs more of each unit's shorter DRAM time.
@@ -783,30 +767,6 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     return k, teams, chunk, min(budget, 2 * chunk)
 
 
-def stream_plan(units, group_elems, channel_elems, elem, sms, ctas_per_sm):
-    """(ctas, slice_vecs, chunks, chunk_vecs, lag, hints) for the stream kernel, or None when it cannot take x.
-
-    Every one of `ctas` CTAs (all resident: `ctas_per_sm` per SM) owns `slice_vecs` 16-byte vectors of each unit (one
-    batch's group, `group_elems` contiguous elements), read in `chunks` chunks of `chunk_vecs` (one pass of the CTA's
-    threads at most _STREAM_UNROLL vectors each). A unit's apply trails its statistics by `lag` chunks beyond one
-    unit: about _STREAM_LAG_BYTES of the machine's reads, time for the last CTA's partial to reach the waiters."""
-    ctas = sms * max(1, min(ctas_per_sm, _STREAM_CTAS_PER_SM))
-    if (channel_elems * elem) % 16 or group_elems // channel_elems > _RESIDENT_MAX_CPG or units < 1 \
-            or ctas > _STREAM_MAX_CTAS:
-        return None
-    group_vecs = group_elems * elem // 16
-    # Slices start on 512-byte boundaries (whole warps of vectors), and every chunk but a slice's last is full: the
-    # kernel runs full chunks without bound checks (v6g's evenly cut chunks of ~2.75 vectors per thread never were).
-    slice_vecs = cdiv(cdiv(group_vecs, ctas), 32) * 32
-    chunk_vecs = _STREAM_THREADS * _STREAM_UNROLL
-    chunks = cdiv(slice_vecs, chunk_vecs)
-    lag_bytes = _STREAM_LAG_BYTES
-    if _STREAM_L2_SPAN is not None:
-        lag_bytes = max(lag_bytes, _STREAM_L2_SPAN - group_vecs * 16)
-    lag = max(1, cdiv(lag_bytes, 16 * chunk_vecs * ctas))
-    return ctas, slice_vecs, chunks, chunk_vecs, lag, _STREAM_HINTS
-
-
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch) for the held
     kernel, or None when it cannot take x.
@@ -978,11 +938,10 @@ _limits = {}
 
 
 def _device_limits(device):
-    """(multiprocessors, opt-in shared memory per block, stream kernel CTAs per SM) of a CUDA device, read once."""
+    """(multiprocessors, opt-in shared memory per block) of a CUDA device, read once."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _limits:
-        ext = _EXT.load()
-        _limits[index] = (*ext.device_limits(index), ext.stream_ctas_per_sm(index))
+        _limits[index] = tuple(_EXT.load().device_limits(index))
     return _limits[index]
 
 
@@ -995,7 +954,7 @@ def _gpu_named(device, names):
 def _plan(x, weight, bias, G):
     """How to run one input signature: ("resident", (team_size, teams, chunk_vecs, ring_vecs), triton plan) for a
     contiguous x on a GPU up to _RESIDENT_MAX_BYTES, ("held", held_plan(...), triton plan), ("team",
-    team_launch(...), triton plan) or ("stream", stream_plan(...), triton plan) above, else the Triton plan."""
+    team_launch(...), triton plan) above, else the Triton plan."""
     fallback = _triton_plan(x, weight, bias, G)
     wb = [t.dtype for t in (weight, bias) if t is not None]
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
@@ -1003,7 +962,7 @@ def _plan(x, weight, bias, G):
         return fallback
     B, C = x.shape[0], x.shape[1]
     S = x.numel() // (B * C)
-    sms, smem, stream_ctas = _device_limits(x.device)
+    sms, smem = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
         hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) if _HELD and x.dtype in _HELD_DTYPES \
             and x.numel() * x.element_size() >= _HELD_MIN_BYTES and _gpu_named(x.device, _HELD_GPUS) else None
@@ -1011,11 +970,7 @@ def _plan(x, weight, bias, G):
             return ("held", hp, fallback)
         launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _gpu_named(x.device, _TEAM_GPUS) else None
-        if launch is not None:
-            return ("team", launch, fallback)
-        sp = stream_plan(B * G, (C // G) * S, S, x.element_size(), sms, stream_ctas) \
-            if _STREAM and x.dtype in _STREAM_DTYPES else None
-        return fallback if sp is None else ("stream", sp, fallback)
+        return fallback if launch is None else ("team", launch, fallback)
     rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem)
     return fallback if rp is None else ("resident", rp, fallback)
 
@@ -1160,10 +1115,6 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
         if _EXT.load().run_held(x, weight, bias, out, G, float(eps), *plan[1], _held_epoch(x.device)):
             return out
         plan = plan[2]  # not 16-byte aligned, or the driver refused the grid
-    elif plan[0] == "stream":
-        if _EXT.load().run_stream(x, weight, bias, out, G, float(eps), *plan[1]):
-            return out
-        plan = plan[2]
     w_arg = weight if weight is not None else out
     b_arg = bias if bias is not None else out
     if plan[0] == "fused":

@@ -5,7 +5,6 @@ graph_placement.py, l2_aftermath.py): `variants()` returns (the candidate's modu
 """
 import sys
 
-import torch
 
 from kda.definition.task import Task
 
@@ -31,17 +30,11 @@ def variants():
     out["triton"] = {"_plan": m._triton_plan}
     out["resident_all"] = {"_RESIDENT_MAX_BYTES": 1 << 62}
     out.update({f"wait_{v // 64}k": {"_RESIDENT_BARRIER_VECS": v} for v in (0, 384, 1536)})
-    # v6: the L2 stream kernel's lag (bytes of x between a unit's statistics and its apply beyond one unit), its
-    # L2 hints, and v5d's path (the Triton split pass) above the resident limit
-    out.update({f"lag_{v >> 20}m": {"_STREAM_LAG_BYTES": v} for v in (2 << 20, 4 << 20, 16 << 20, 24 << 20, 32 << 20)})
-    out.update({f"span_{v >> 20}m": {"_STREAM_L2_SPAN": v} for v in (32 << 20, 40 << 20)})
-    out["no_hints"] = {"_STREAM_HINTS": 0}
-    out["no_stream"] = {"_STREAM": False}
+    # v6's L2 stream kernel (lag_*, span_*, no_hints, no_stream, stream_all) is gone with its knobs (ledger L0094)
     # v7: flat tiles (one contiguous run per tile) for groups of 8 and 16 channels too, at v4's flat layouts and
     # around them (v3b tried flat groups before v4's flat tiles existed)
     for lay in ((4096, 2, 8, 4, 4), (2048, 4, 8, 4, 4), (4096, 4, 8, 4, 8), (8192, 2, 16, 4, 8)):
         out["flat_all_t{}_i{}_st{}_w{}{}".format(*lay)] = {"_FLAT_MAX_CPG": 1 << 10, "_SPLIT_FLAT": lay}
-    out["stream_all"] = {"_STREAM_DTYPES": (torch.float16, torch.bfloat16, torch.float32)}
     # v8: channels_last x through the row kernels (v7's channel-fast tiles as `rows_off`): the statistics' elements
     # per lane and tile, tiles per program and 16-byte vectors per lane along a row; the apply's channel block, rows
     # per tile, tiles per program and warps; merging in the apply never or up to 256 partials per group; the program

@@ -1,4 +1,4 @@
-// Host path of group_norm_silu v5's resident kernel: checks, one workspace allocation, the launches, in
+// Host path of group_norm_silu's CUDA kernels (resident, held): checks, one workspace allocation, the launches, in
 // C++ (a Triton launch through Python costs ~14 us per call on an H200 host, a pybind11 call ~5 us).
 #include <torch/extension.h>
 
@@ -144,42 +144,6 @@ bool run(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10
   return true;
 }
 
-// v6: the L2 stream kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, lag, hints).
-// Returns false, having launched nothing, when `accept` refuses this call's tensors.
-bool run_stream(const at::Tensor& x, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
-                const at::Tensor& out, int64_t groups, double eps, int64_t ctas, int64_t slice_vecs, int64_t chunks,
-                int64_t chunk_vecs, int64_t lag, int64_t hints) {
-  Call call;
-  if (!take(x, weight, bias, out, groups, &call)) return false;
-  const int64_t B = x.size(0), C = x.size(1), S = x.numel() / (B * C), elem = x.element_size();
-  const int64_t group_vecs = (C / groups) * S * elem / 16;
-  TORCH_CHECK_VALUE(ctas >= 1 && ctas <= kda_gn::kStreamMaxCtas && slice_vecs >= 1 && ctas * slice_vecs >= group_vecs &&
-                        chunks >= 1 && chunk_vecs >= 1 && chunk_vecs <= kda_gn::kThreads * kda_gn::kStreamUnroll &&
-                        chunks * chunk_vecs >= slice_vecs && lag >= 0 && B * groups * group_vecs < (int64_t{1} << 40) &&
-                        ctas * slice_vecs < (int64_t{1} << 31) && C / groups <= kda_gn::kMaxCpg,
-                    "group_norm_silu: inconsistent stream plan (ctas ", ctas, ", slice_vecs ", slice_vecs, ", chunks ",
-                    chunks, ", chunk_vecs ", chunk_vecs, ", lag ", lag, ")");
-
-  c10::cuda::CUDAGuard guard(x.device());
-  const int64_t units = B * groups;
-  // One allocation: partials [units][ctas] (float2), then the units' counters.
-  at::Tensor ws = at::empty({2 * units * ctas + units}, x.options().dtype(at::kFloat));
-  float* f = ws.data_ptr<float>();
-  kda_gn::StreamParams p;
-  set_call(p, x, out, call, groups, eps);
-  p.partials = reinterpret_cast<float2*>(f);
-  p.counters = reinterpret_cast<unsigned*>(f + 2 * units * ctas);
-  p.ctas = static_cast<int>(ctas);
-  p.slice_vecs = static_cast<int>(slice_vecs);
-  p.chunks = static_cast<int>(chunks);
-  p.chunk_vecs = static_cast<int>(chunk_vecs);
-  p.lag = static_cast<int>(lag);
-  p.hints = static_cast<int>(hints);
-  const cudaError_t err = kda_gn::launch_stream(p, call.xt, call.wt, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "group_norm_silu stream kernel launch failed: ", cudaGetErrorString(err));
-  return true;
-}
-
 // v17: the held kernel with a plan from the Python side (ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps,
 // tma_store, reg_chunks, prefetch) and the device's epoch (an int32, HeldParams).
 // Returns false, having computed nothing, when `accept` refuses this call's tensors or the driver refuses the grid.
@@ -238,18 +202,6 @@ bool run_held(const at::Tensor& x, const c10::optional<at::Tensor>& weight, cons
   return true;
 }
 
-// CTAs of the stream kernel one SM holds at once, the least over x's dtypes (the plan's grid must all be resident).
-int64_t stream_ctas_per_sm(int64_t device) {
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  int least = 1 << 30;
-  for (kda_gn::DType t : {kda_gn::DType::kFP16, kda_gn::DType::kBF16, kda_gn::DType::kFP32}) {
-    int n = 0;
-    C10_CUDA_CHECK(kda_gn::stream_ctas_per_sm(t, &n));
-    least = n < least ? n : least;
-  }
-  return least;
-}
-
 #ifdef KDA_GN_TRACE
 // The last held call's global-timer stamps, [kHeldMaxCtas][kHeldTraceEvents] nanoseconds (a KDA_GN_TRACE build).
 at::Tensor held_trace() {
@@ -267,9 +219,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
   m.def("device_limits", &device_limits, "(multiprocessors, opt-in shared memory per block) of a CUDA device");
   m.def("run", &run, "silu(GroupNorm(x)) into out through the resident kernel; False: this call is not handled");
-  m.def("run_stream", &run_stream,
-        "silu(GroupNorm(x)) into out through the L2 stream kernel; False: this call is not handled");
   m.def("run_held", &run_held,
         "silu(GroupNorm(x)) into out through the held kernel; False: this call is not handled");
-  m.def("stream_ctas_per_sm", &stream_ctas_per_sm, "CTAs of the stream kernel resident per SM on a device");
 }

@@ -1,6 +1,6 @@
-// Device helpers shared by group_norm_silu's CUDA kernels (gn_resident.cu, gn_stream.cu, gn_held.cu): 16-byte vectors
-// of x's dtype as floats, a CTA-wide sum, cp.async groups, an acquire load for the spin waits between CTAs, (count,
-// mean, M2) summaries, L2 policies, mbarriers, the SiLU's approximate ex2 and reciprocal, tagged pairs of floats.
+// Device helpers shared by group_norm_silu's CUDA kernels (gn_resident.cu, gn_held.cu): 16-byte vectors of x's dtype
+// as floats, a CTA-wide sum, cp.async groups, an acquire load for the spin waits between CTAs, L2 policies,
+// mbarriers, the SiLU's approximate ex2 and reciprocal, tagged pairs of floats.
 #pragma once
 #include "gn_resident.h"
 
@@ -133,28 +133,6 @@ __device__ __forceinline__ uint4 load_tagged(const uint4* slot) {
                : "l"(slot)
                : "memory");
   return v;
-}
-
-// A (count, mean, M2) summary and Chan et al.'s merge; empty summaries are neutral.
-struct Moments {
-  float n, mean, m2;
-};
-
-__device__ __forceinline__ Moments merge(const Moments& a, const Moments& b) {
-  const float n = a.n + b.n;
-  const float f = n > 0.f ? b.n / n : 0.f;
-  const float d = b.mean - a.mean;
-  return {n, fmaf(d, f, a.mean), a.m2 + b.m2 + d * d * a.n * f};
-}
-
-__device__ __forceinline__ Moments warp_merge(Moments m) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const Moments other = {__shfl_xor_sync(0xffffffffu, m.n, o), __shfl_xor_sync(0xffffffffu, m.mean, o),
-                           __shfl_xor_sync(0xffffffffu, m.m2, o)};
-    m = merge(m, other);
-  }
-  return m;
 }
 
 __device__ __forceinline__ float ex2_approx(float v) {

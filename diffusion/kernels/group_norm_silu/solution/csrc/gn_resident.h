@@ -1,4 +1,4 @@
-// Shared between the CUDA kernels (gn_resident.cu, gn_stream.cu: built by nvcc without torch headers, so they compile
+// Shared between the CUDA kernels (gn_resident.cu, gn_held.cu: built by nvcc without torch headers, so they compile
 // fast) and the host binding (binding.cpp, built by the host compiler against torch).
 #pragma once
 #include <cstdint>
@@ -52,36 +52,6 @@ cudaError_t launch(const Params& p, DType x_dtype, DType wb_dtype, cudaStream_t 
 // Queues a kernel that sets counters[0 .. n) to zero (the harness allows only the candidate's own kernels on its
 // path, so no cudaMemsetAsync).
 cudaError_t zero_counters(unsigned* counters, int n, cudaStream_t stream);
-
-// One call of the L2 stream kernel (v6) on a contiguous x [B, C, S], for x too large to be held on chip. All
-// `ctas` CTAs (resident at once: a cooperative launch) share every unit: CTA i owns vectors
-// [i * slice_vecs, (i + 1) * slice_vecs) of each unit, read in `chunks` chunks of up to `chunk_vecs` vectors (at most
-// kStreamUnroll per thread). A CTA's work is one sequence of chunk steps over units in order: step t holds
-// statistics chunk t and apply chunk t - chunks - lag, loaded kStreamStages - 1 steps ahead into a shared-memory
-// ring, so a unit's apply starts `lag` chunks after the whole machine could have published its statistics (the wait
-// is hidden) and re-reads x about one unit later (from the L2, when a unit plus the lag fits there).
-struct StreamParams : GroupCall {
-  float2* partials;        // [units][ctas]: (mean, M2) of each CTA's slice
-  unsigned* counters;      // [units], zero before the launch: CTAs that published their partial
-  int ctas;
-  int slice_vecs;
-  int chunks;
-  int chunk_vecs;
-  int lag;
-  int hints;               // 1: L2 eviction hints (x kept for its re-read, y and the re-read evict first)
-};
-
-constexpr int kStreamUnroll = 4;  // 16-byte vectors per thread per chunk, for the statistics and the apply each
-constexpr int kStreamStages = 3;  // shared-memory ring (192 KB): the step in use and two in flight
-constexpr int kStreamSmem = kStreamStages * 2 * kStreamUnroll * kThreads * 16;
-constexpr int kStreamBlock = kThreads + 32;  // kThreads of data threads and one sync warp
-constexpr int kStreamPartBufs = 8;  // units of warp partials the data warps may run ahead of the sync warp
-constexpr int kStreamMaxCtas = 256;  // the sync warp merges up to 8 CTA partials per lane
-
-cudaError_t launch_stream(const StreamParams& p, DType x_dtype, DType wb_dtype, cudaStream_t stream);
-
-// CTAs of the stream kernel that fit on one SM (its occupancy with kStreamSmem of shared memory), for the plan.
-cudaError_t stream_ctas_per_sm(DType x_dtype, int* out);
 
 // v17: one call of the held kernel on a contiguous 16-bit x [B, C, S] too large to be held on chip whole, one unit
 // (batch, group) at a time held across the whole grid instead. Each of `ctas` CTAs (one per SM, resident at once:
