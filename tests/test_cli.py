@@ -77,3 +77,37 @@ def test_kda_error_is_printed_without_traceback(capsys, monkeypatch):
     assert cli.main(["bench", "fuse_scale_shift"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kda: error: no CUDA GPU is visible")
+
+
+def test_archive_supersedes_a_committed_results_file_through_git(tmp_path):
+    """`kda archive TASK FILE`: the file leaves the tree, the ledger entry citing it names the commit holding it
+    (which `kda verify` then reads), nothing goes to a history folder; an uncommitted file is refused."""
+    import json
+
+    from kda.evidence import ledger
+    from kda.harness import results_file
+
+    repo = tmp_path / "repo"
+    task = repo / "kernels" / "t"
+    (task / "docs").mkdir(parents=True)
+    (task / "config.toml").write_text("")
+    res = results_file.write(task / "results" / "h100.jsonl.gz",
+                             [{"type": "provenance", "commit": None, "gpu_slug": "h100"}, {"type": "summary"}])
+    e = {"id": "L0001", "parent": None, "round": 0, "time_utc": "2026-11-25T00:00:00Z", "kind": "measurement",
+         "hypothesis": "", "change": "bench", "source_hash": "a" * 64, "results_ref": ledger.results_ref(task, res),
+         "metrics": {}, "decision": None, "reason": "r", "author": "t"}
+    (task / "docs" / "ledger.jsonl").write_text(json.dumps(e) + "\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "kernels/t/config.toml"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "task"], cwd=repo, check=True)
+    p = kda("archive", str(task), "results/h100.jsonl.gz")
+    assert p.returncode == 2 and "not committed" in p.stderr and res.exists()
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "run"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    p = kda("archive", str(task), "results/h100.jsonl.gz")
+    assert p.returncode == 0, p.stderr
+    assert f"ledger L0001 now read it from git at {head[:12]}" in p.stdout
+    assert not res.exists() and not (task / "results" / "history").exists()
+    assert json.loads((task / "docs" / "ledger.jsonl").read_text())["results_ref"]["commit"] == head

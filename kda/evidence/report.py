@@ -456,9 +456,9 @@ def stray_plots(results: dict[Path, list[ResultsFile]]) -> list[Path]:
                   if p.is_file() and p not in wanted)
 
 
-def generate() -> dict[Path, str]:
+def generate(results: dict[Path, list[ResultsFile]] | None = None) -> dict[Path, str]:
     """Every generated markdown file and its text (README included)."""
-    results = all_results()
+    results = all_results() if results is None else results
     root = repo_root()
     texts = {}
     for task_dir, files in results.items():
@@ -477,7 +477,7 @@ def generate() -> dict[Path, str]:
 def write() -> list[Path]:
     """Write every generated file and plot; delete the plots no page links. Returns what was written or deleted."""
     results = all_results()
-    texts = generate()
+    texts = generate(results)
     done = []
     for path, text in texts.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -502,11 +502,11 @@ def check(render: bool = True) -> list[str]:
     missing, over PLOT_MAX_BYTES, drawn from other data (the digest each SVG carries), not the bytes this machine
     draws (`render`, where the SVG was drawn by the same matplotlib), or linked by no page."""
     root = repo_root()
+    results = all_results()
     stale = []
-    for path, text in generate().items():
+    for path, text in generate(results).items():
         if not path.is_file() or path.read_text() != text:
             stale.append(str(path.relative_to(root)))
-    results = all_results()
     for path, data in plot_files(results).items():
         problem = _plot_problem(path, data, render)
         if problem:

@@ -9,10 +9,11 @@ import pytest
 from kda import cli
 
 from kda.evidence import ledger
+from kda.harness import results_file
 from kda.core.errors import KdaError
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "diffusion" / "kernels" / "fuse_scale_shift" / "results" / "h200.jsonl"
+RESULTS = ROOT / "diffusion" / "kernels" / "fuse_scale_shift" / "results" / "h200.jsonl.gz"
 
 
 @pytest.fixture
@@ -71,6 +72,8 @@ def good_line(**kw) -> dict:
     (lambda e: e.update(metrics={"device_us_geomen": 1.2}), "metrics.device_us_geomen", "unknown key"),
     (lambda e: e.update(metrics={"rows_passed": "all"}), "metrics.rows_passed", "an integer"),
     (lambda e: e.update(results_ref={"path": "results/h200.jsonl"}), "results_ref.lines", "missing key"),
+    (lambda e: e.update(results_ref={"path": "results/h200.jsonl.gz", "lines": 3, "commit": "77bd6b7"}),
+     "results_ref.commit", "40 lowercase hex"),
     (lambda e: e.update(parent="L0099"), "parent", "not the id of an earlier line"),
     (lambda e: e.update(kind="decision", decision=None), "decision", "needs one of"),
     (lambda e: e.update(kind="decision", decision="NO-GO", reason="r"), "hypothesis", "hypothesis"),
@@ -125,13 +128,13 @@ def test_append_refuses_on_a_corrupt_ledger(task_dir):
 
 
 def run_output(path: Path) -> dict:
-    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    recs = results_file.read_records(path)
     return {"provenance": recs[0], "rows": recs[1:-1], "summary": recs[-1], "path": str(path)}
 
 
 def test_append_bench_from_a_real_results_file(task_dir):
     out = run_output(RESULTS)
-    copy = task_dir / "results" / "h200.jsonl"
+    copy = task_dir / "results" / "h200.jsonl.gz"
     copy.parent.mkdir()
     copy.write_bytes(RESULTS.read_bytes())
     e = ledger.append_bench(task_dir, copy, out)
@@ -142,8 +145,11 @@ def test_append_bench_from_a_real_results_file(task_dir):
     assert e["metrics"]["min_row"] == pytest.approx(s["min"]["median"]) and e["metrics"]["min_row_id"] == s["min"]["id"]
     assert e["metrics"]["gpu"] == "h200" and e["metrics"]["rows_total"] == out["summary"]["rows_total"]
     assert e["metrics"]["noise_floor_device_us"] == pytest.approx(out["summary"]["noise_floor"]["geomean"])
-    assert e["results_ref"] == {"path": "results/h200.jsonl", "lines": len(RESULTS.read_text().splitlines()),
-                                "sha256": e["results_ref"]["sha256"]}
+    # a reference is to the decompressed bytes: the same whether the file is stored compressed or not
+    data = results_file.read_bytes(RESULTS)
+    assert e["results_ref"] == {"path": "results/h200.jsonl.gz", "lines": data.count(b"\n"),
+                                "sha256": __import__("hashlib").sha256(data).hexdigest(), "commit": None}
+    assert "commit" not in json.loads((task_dir / "docs" / "ledger.jsonl").read_text())["results_ref"]
     assert e["commit"] == out["provenance"]["commit"]
     # the hash from the provenance's per-file hashes is the one solution_hash computes from the files
     pairs = {f"diffusion/kernels/fake_task/solution/{p.name}": __import__("hashlib").sha256(p.read_bytes()).hexdigest()
@@ -160,7 +166,7 @@ def test_append_bench_with_missing_metrics(task_dir):
 
 
 def test_record_bench_hook(task_dir):
-    copy = task_dir / "results" / "h200.jsonl"
+    copy = task_dir / "results" / "h200.jsonl.gz"
     copy.parent.mkdir()
     copy.write_bytes(RESULTS.read_bytes())
     out = run_output(copy)

@@ -1,35 +1,79 @@
-"""kda report: the committed README table and docs match the committed results files."""
+"""kda report: the committed README table, docs and plots match the committed results files."""
 import json
 import shutil
 
 import pytest
 
 from kda.evidence import report
+from kda.harness import results_file
 from kda.harness.provenance import LEAD_CALL_BEFORE_FIELD, device_us_start
-from kda.core.paths import repo_root
+from kda.core.paths import all_task_dirs, repo_root
+
+
+def _committed_results(aa=None):
+    files = [p for d in all_task_dirs() for p in results_file.list_files(d / "results")]
+    return [p for p in files if aa is None or results_file.stem(p).endswith("-aa") == aa]
 
 
 def test_committed_docs_match_results():
-    assert report.check() == []
+    # the plots' data digests, sizes and links; drawing every plot again is `kda report --check`'s (seconds)
+    assert report.check(render=False) == []
 
 
-def test_check_notices_a_changed_results_file(tmp_path, monkeypatch):
+def test_a_committed_plot_is_the_bytes_kda_report_draws_from_its_data():
+    """Deterministic SVG (fixed hash salt, no date or creator): drawing a plot again gives the committed bytes, so
+    `kda report --check` can compare them. The smallest task's A/A roofline keeps the test fast."""
+    import matplotlib
+
+    results = report.all_results()
+    path, data = min(report.plot_files(results).items(), key=lambda kv: (len(kv[1]["ids"]), str(kv[0])))
+    raw = path.read_bytes()
+    if f"matplotlib {matplotlib.__version__} -->".encode() not in raw[:400]:
+        pytest.skip("the committed plots were drawn by another matplotlib")
+    assert report.render_plot(data) == raw == report.render_plot(data)
+
+
+def test_every_linked_plot_is_small_and_no_other_plot_is_kept():
+    results = report.all_results()
+    plots = report.plot_files(results)
+    assert plots and all(p.suffix == ".svg" and p.stat().st_size <= report.PLOT_MAX_BYTES for p in plots)
+    assert report.stray_plots(results) == []
+    for task_dir, files in results.items():  # what results.md links is what plot_files lists
+        md = (task_dir / "docs" / "results.md").read_text()
+        assert {p.name for p in plots if p.parent.parent.parent == task_dir} == set(
+            __import__("re").findall(r"\]\(plots/([^)]+)\)", md))
+
+
+def test_check_notices_a_changed_results_file_and_a_stray_or_stale_plot(tmp_path, monkeypatch):
     root = repo_root()
-    results = [p for p in sorted(root.glob("*/kernels/*/results/*.jsonl")) if not p.stem.endswith("-aa")]
+    results = _committed_results(aa=False)
     if not results:
         pytest.skip("no committed results yet")
     clone = tmp_path / "repo"
-    shutil.copytree(root, clone, ignore=shutil.ignore_patterns(".git", ".kda-cache", "__pycache__", "*.png"))
+    shutil.copytree(root, clone, ignore=shutil.ignore_patterns(".git", ".venv", ".kda-cache", "__pycache__", "*.csv"))
     monkeypatch.setenv("KDA_ROOT", str(clone))
-    assert report.check() == []
+    assert report.check(render=False) == []
     target = clone / results[0].relative_to(root)
-    lines = target.read_text().splitlines()
-    summ = json.loads(lines[-1])
-    summ["rows_passed"] -= 1
-    lines[-1] = json.dumps(summ)
-    target.write_text("\n".join(lines) + "\n")
-    stale = report.check()
+    recs = results_file.read_records(target)
+    recs[-1]["rows_passed"] -= 1
+    results_file.write(target, recs)
+    stray = target.parent.parent / "docs" / "plots" / "h100-speedup.png"
+    stray.write_bytes(b"an old plot")
+    stale = report.check(render=False)
     assert "README.md" in stale
+    assert any(s.endswith("h100-speedup.png (no results page links it)") for s in stale)
+    # a plot drawn from other data: its digest no longer matches the file's rows
+    rows = next(r for r in recs if r.get("type") == "row" and r.get("speedup"))
+    rows["speedup"]["device_us"]["vs_baseline"]["median"] += 0.5
+    results_file.write(target, recs)
+    speedup = f"{results_file.stem(target)}-speedup.svg (drawn from other data"
+    assert any(speedup in s for s in report.check(render=False))
+    # kda report writes the plots again and deletes the one no page links (drawing stubbed: seconds per task)
+    monkeypatch.setattr(report, "render_plot", lambda data: (
+        f'<?xml version="1.0"?>\n<!-- kda report: data sha256 {report.data_digest(data)}, matplotlib stub -->\n'
+        '<svg xmlns="http://www.w3.org/2000/svg"/>\n').encode())
+    written = report.write()
+    assert stray in written and not stray.exists() and report.check(render=False) == []
 
 
 def test_fast_p_counts_only_correct_tasks():
@@ -81,7 +125,7 @@ def test_large_rows_below_copy_share_show_the_bound_of_a_profile_of_the_same_ker
             _large_row("unprofiled", 300, 0.50, ["k_a"]), _large_row("fast", 300, 0.90, ["k_a"]),
             _large_row("small", 100, 0.30, ["k_a"]), _large_row("test_only", 300, 0.30, ["k_a"], production=False),
             _large_row("twice", 302, 0.59, ["k_a"])]
-    f = ResultsFile(tmp_path / "h100.jsonl", {"gpu_slug": "h100"}, rows, {})
+    f = ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100"}, rows, {})
     text = "\n".join(large_rows_section(tmp_path, f))
     lines = {ln.split(" | ")[0].lstrip("| "): ln for ln in text.splitlines() if ln.startswith("| ") and " | " in ln}
     assert set(lines) - {"row"} == {"same", "older", "unprofiled", "twice"}  # large, production, below 85%
@@ -162,8 +206,7 @@ def test_the_readme_shows_rows_below_one_against_baseline_and_best_peer_as_the_s
     header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
     cols = header.split(" | ")
     col = cols.index("rows CI < 1 vs baseline / best peer (device_us)")
-    files = [report.load_results(p) for p in sorted(repo_root().glob("*/kernels/*/results/*.jsonl"))
-             if not p.stem.endswith("-aa")]
+    files = [report.load_results(p) for p in _committed_results(aa=False)]
     # every committed bench file's row, in the README's order, carries its summary's two counts
     seen = 0
     for f in files:

@@ -11,11 +11,12 @@ from kda.loop import agentrun, campaign, promote
 from kda import cli
 from kda.evidence import ledger
 from kda.loop.gate import GateResult
+from kda.harness import results_file
 
 RUNS = {"merged": "20260103T000000Z-0001", "ended": "20260103T000000Z-0002", "open": "20260103T000000Z-0003",
         "dirty": "20260103T000000Z-0004"}
-RESULTS = ROOT / TASK_PATH / "results" / "h200.jsonl"
-SUMMARY = json.loads(RESULTS.read_text().splitlines()[-1])  # the committed run: expected numbers come from it
+RESULTS = ROOT / TASK_PATH / "results" / "h200.jsonl.gz"
+SUMMARY = results_file.read_records(RESULTS)[-1]  # the committed run: expected numbers come from it
 HEAD = SUMMARY["metrics"]["device_us"]["vs_baseline"]
 
 
@@ -51,7 +52,7 @@ def campaign_state(repo, tmp_path):
     sol = wt(tmp_path, "merged") / TASK_PATH / "solution" / "scale_shift.py"
     sol.write_text(sol.read_text() + "# merged improvement\n")
     (wt(tmp_path, "merged") / TASK_PATH / "results").mkdir(exist_ok=True)
-    shutil.copy2(RESULTS, wt(tmp_path, "merged") / TASK_PATH / "results" / "h200.jsonl")
+    shutil.copy2(RESULTS, wt(tmp_path, "merged") / TASK_PATH / "results" / "h200.jsonl.gz")
     commit_in(wt(tmp_path, "merged"), "merged run")
     git(repo, "merge", "-q", "--ff-only", f"kda/fuse_scale_shift/{RUNS['merged']}")
     # ended: a failed attempt, never merged
@@ -116,10 +117,10 @@ def test_promote_refuses_without_a_gpu(repo, tmp_path):
 def fake_gate(status: str, seen: dict):
     def gate(task, base):
         seen.update(task_path=task.path, base=base)
-        results = task.path / "results" / "h200.jsonl"
+        results = task.path / "results" / "h200.jsonl.gz"
         results.parent.mkdir(exist_ok=True)
         shutil.copy2(RESULTS, results)
-        summ = json.loads(RESULTS.read_text().splitlines()[-1])
+        summ = results_file.read_records(RESULTS)[-1]
         return GateResult(task=task.name, status=status, gpu="h200", results_path=results,
                           findings=[] if status == "PASS" else ["min_row: row r is at 0.900x, below 0.97"],
                           metrics=ledger.metrics_from_summary(summ, {"gpu_slug": "h200"}))
@@ -155,10 +156,10 @@ def test_promote_writes_the_review_and_a_promoted_entry(repo, tmp_path):
                  "2-D loads (predicted +10%)", "## Reviewer checklist",
                  "- [ ] The diff touches only", "Reviewed by:"):
         assert part in text, part
-    assert (repo / TASK_PATH / "docs" / "review" / f"{commit[:12]}-h200.jsonl").read_bytes() == RESULTS.read_bytes()
+    assert (repo / TASK_PATH / "docs" / "review" / f"{commit[:12]}-h200.jsonl.gz").read_bytes() == RESULTS.read_bytes()
     e = ledger.read(repo / TASK_PATH)[-1]
     assert e["decision"] == "PROMOTED" and e["commit"] == commit and e["author"] == "tester"
-    assert e["results_ref"]["path"] == f"docs/review/{commit[:12]}-h200.jsonl"
+    assert e["results_ref"]["path"] == f"docs/review/{commit[:12]}-h200.jsonl.gz"
     assert e["metrics"]["device_us_geomean"] == pytest.approx(HEAD["geomean"])
     s = {x["task"]: x for x in campaign.status(repo)}["fuse_scale_shift"]
     assert s["promoted"]["commit"] == commit
