@@ -109,32 +109,70 @@ def test_resummarize_rebuilds_from_saved_csvs_and_keeps_what_the_profile_recorde
         resummarize(task, "q", csv_dir, "h100")
 
 
-def _kept_csv_rows():
+def _readme_csv_rows():
+    """(task, summary, raw export, commit) for each row of a task's docs/profile/README.md table: the summaries that
+    the raw exports, out of the tree since 2026-11-28, can rebuild, and the commit that holds both."""
+    import re
+
     from kda.core.paths import all_task_dirs
 
     rows = []
     for task_dir in all_task_dirs():
-        for csv_dir in sorted(task_dir.glob("docs/profile/*/csv")):
-            ids = sorted({p.stem.rsplit("-", 1)[0] for p in csv_dir.glob("*.csv")})
-            rows += [(task_dir.name, csv_dir.parent.name, rid) for rid in ids]
+        readme = task_dir / "docs" / "profile" / "README.md"
+        if not readme.is_file():
+            continue
+        text = readme.read_text()
+        commit = re.search(r"`([0-9a-f]{40})` is the last commit that holds them", text).group(1)
+        rows += [(task_dir.name, m.group(1), m.group(2), commit)
+                 for m in re.finditer(r"^\| `([^`]+\.json)` \| `([^`]+\.csv)` \|$", text, re.M)]
     return rows
 
 
-@pytest.mark.parametrize("task_name,slug,row_id", _kept_csv_rows())
-def test_every_kept_csv_rebuilds_its_committed_summary(task_name, slug, row_id):
-    """A kept raw profile and the summary beside it must agree: a CSV a later profile made stale is moved out of
-    csv/ (its history/ folder says why), so `kda profile --from-csv` can rebuild every summary from what is kept."""
-    from kda.evidence.profile import resummarize
-    from kda.definition.task import Task
+def test_no_raw_export_is_left_in_a_task_profile_folder_and_each_has_a_readme():
+    import subprocess
 
-    task = Task.load(task_name)
-    csv_dir = task.path / "docs" / "profile" / slug / "csv"
-    for arm, summary in resummarize(task, row_id, csv_dir, slug).items():
-        committed = task.path / "docs" / "profile" / slug / f"{row_id}-{arm}.json"
-        # Floats to 12 digits: a sum over the CSV's kernels may round differently in its last digit on another
-        # machine (the GPU machine's summary of one row differed from this one's in the 16th digit).
-        assert _rounded(json.loads(committed.read_text())) == _rounded(json.loads(json.dumps(summary))), \
-            f"{committed} differs from its CSV"
+    from kda.core.paths import all_task_dirs, repo_root
+
+    tracked = subprocess.run(["git", "ls-files", "--", "*/kernels/*/docs/profile/*"], cwd=repo_root(),
+                             capture_output=True, text=True).stdout.split()
+    assert tracked and not [f for f in tracked if f.endswith((".csv", ".csv.gz"))]
+    assert all((d / "docs" / "profile" / "README.md").is_file() for d in all_task_dirs()
+               if (d / "docs" / "profile").is_dir())
+    assert _readme_csv_rows()
+
+
+@pytest.mark.parametrize("task_name,summary_rel,csv_rel,commit", _readme_csv_rows())
+def test_each_summary_the_readme_lists_rebuilds_from_its_raw_export_in_git(tmp_path, task_name, summary_rel,
+                                                                          csv_rel, commit):
+    """What a task's docs/profile/README.md says: at its commit, the raw export rebuilds the summary listed beside
+    it (`kda profile --from-csv`). Both are read from git at that commit, so a later profile does not matter."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from kda.definition.task import Task
+    from kda.core.paths import repo_root
+    from kda.evidence.profile import resummarize
+
+    task_dir = Task.load(task_name).path
+    inside = task_dir.relative_to(repo_root()).as_posix() + "/docs/profile/"
+
+    def show(rel):
+        p = subprocess.run(["git", "cat-file", "blob", f"{commit}:{inside}{rel}"], cwd=repo_root(),
+                           capture_output=True)
+        if p.returncode:
+            pytest.skip(f"{commit[:12]} is not in this clone (shallow?)")
+        return p.stdout
+
+    slug, name = summary_rel.split("/")[0], Path(summary_rel).stem       # h200, <row>-<arm>
+    row_id, arm = name.rsplit("-", 1)
+    task = SimpleNamespace(name=task_name, path=tmp_path / task_name)
+    (task.path / "docs" / "profile" / slug / "csv").mkdir(parents=True)
+    (task.path / "docs" / "profile" / summary_rel).write_bytes(show(summary_rel))
+    (task.path / "docs" / "profile" / slug / "csv" / f"{name}.csv").write_bytes(show(csv_rel))
+    rebuilt = resummarize(task, row_id, task.path / "docs" / "profile" / slug / "csv", slug)[arm]
+    # Floats to 12 digits: a sum over the CSV's kernels may round differently in its last digit on another machine
+    # (the GPU machine's summary of one row differed from this one's in the 16th digit).
+    assert _rounded(json.loads(show(summary_rel))) == _rounded(json.loads(json.dumps(rebuilt)))
 
 
 def _rounded(v):

@@ -216,3 +216,18 @@ def test_the_readme_shows_rows_below_one_against_baseline_and_best_peer_as_the_s
         assert line.split(" | ")[col] == want, (f.task, f.gpu)
         seen += 1
     assert seen == len(rows)
+
+
+def test_report_finds_the_profile_summaries_it_links_with_no_raw_export_in_the_tree():
+    """kda report reads only the .json summaries of docs/profile/ (raw CSV exports are out of the tree): the large
+    rows of the committed results still name the bound of their candidate's profile."""
+    named = 0
+    for task_dir, files in report.all_results().items():
+        md = (task_dir / "docs" / "results.md").read_text()
+        for f in (f for f in files if not f.aa):
+            for _, _, prof, summary in report.slow_large_rows(task_dir, f):
+                if summary is not None and "other_kernels" not in summary:
+                    assert prof.suffix == ".json" and prof.is_file()
+                    assert f"]({prof.relative_to(task_dir / 'docs').as_posix()})" in md
+                    named += 1
+    assert named
