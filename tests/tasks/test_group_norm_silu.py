@@ -75,20 +75,24 @@ for flat in (0, 4):
         got = m.triton_group_norm_silu(x_off, w, b, 2, 1e-6)
         torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
 assert merged == {(True, True), (False, False)}, merged
-# channels_last_3d, v7's tiles: one tile spans both groups, so a merging apply program merges the partials of both.
-x_cl = x_off.to(memory_format=torch.channels_last_3d)
-m._ROWS = False
+# channels_last_3d of 10 channels (not a power of two, so not the row kernels), v7's channel-fast tiles: one tile
+# spans both groups, so a merging apply program merges the partials of both.
+x10 = torch.randn(1, 10, 4, 64, 64, generator=g) * 1e-2 + 100.0
+x10[0, 0, 0, 0, 5] = 1e3
+w10, b10 = torch.randn(10, generator=g), torch.randn(10, generator=g)
+want10 = F.silu(F.group_norm(x10.double(), 2, w10.double(), b10.double(), 1e-6))
+x10 = x10.to(memory_format=torch.channels_last_3d)
 for merge_max in (0, 512):
     m._MERGE_IN_APPLY_MAX = merge_max
     m._plans.clear()
-    plan = m._plan(x_cl, w, b, 2)
+    plan = m._plan(x10, w10, b10, 2)
     assert plan[0] == "split" and plan[3].constexprs[0] == 2 and (plan[2] is None) == (merge_max > 0), plan
-    got = m.triton_group_norm_silu(x_cl, w, b, 2, 1e-6)
-    torch.testing.assert_close(got.double(), want_off, atol=1e-3, rtol=1e-3)
+    got = m.triton_group_norm_silu(x10, w10, b10, 2, 1e-6)
+    torch.testing.assert_close(got.double(), want10, atol=1e-3, rtol=1e-3)
 # v8's row tiles: statistics over whole rows of channels, apply over [channel block, rows] tiles (blocks narrower
 # than, as wide as and wider than the 8 channels; a tail of rows), partials merged by a finalize launch or by the
 # apply programs; a batch of two.
-m._ROWS = True
+x_cl = x_off.to(memory_format=torch.channels_last_3d)
 x_cl2 = torch.cat([x_off, x_off.flip(2) * 0.5 - 20.0]).to(memory_format=torch.channels_last_3d)
 want_cl2 = F.silu(F.group_norm(x_cl2.double(), 2, w.double(), b.double(), 1e-6))
 rows_seen = set()
@@ -173,32 +177,70 @@ def test_channels_last_row_plans_cover_x_with_warps_along_the_channels():
     # few rows: fewer tiles per statistics program, down to one
     x = torch.empty((1, 256, 2, 12, 10), dtype=torch.float16).to(memory_format=torch.channels_last_3d)
     assert m._rows_plan(x, 1, 256, 32, 8, 240, x.stride(0), 256, False, (x.dtype,) * 4, True, True)[1].ints[5] == 16
-    # 96 channels (not a power of two), a contiguous x, or v8 switched off: not the row kernels
+    # 96 channels (not a power of two), more than _ROWS_MAX_C channels, or a contiguous x: not the row kernels
+    cl = torch.channels_last_3d
     x96 = torch.empty((1, 96, 8, 64, 64), dtype=torch.float16)
-    assert m._triton_plan(x96.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
+    assert m._triton_plan(x96.to(memory_format=cl), None, None, 32)[0] == "split"
+    x8k = torch.empty((1, 2 * m._ROWS_MAX_C, 1, 64, 64), dtype=torch.float16, device="meta").to(memory_format=cl)
+    assert m._triton_plan(x8k, None, None, 32)[0] == "split"
     xc = torch.empty((1, 256, 5, 64, 64), dtype=torch.float16)
     assert m._triton_plan(xc, None, None, 32)[0] == "split"
-    m._ROWS = False
-    try:
-        assert m._triton_plan(xc.to(memory_format=torch.channels_last_3d), None, None, 32)[0] == "split"
-    finally:
-        m._ROWS = True
-    # A 3 MB channels_last x whose groups take the one-launch path (off by default: L0028) goes to the row kernels
-    # from _ROWS_FROM_BYTES on; a contiguous one, a smaller one, one the row kernels do not take (96 channels) and
-    # many (batch, group) programs keep the one-launch path.
-    cl = torch.channels_last_3d
+    # A 3 MB channels_last x whose groups fit the one-launch path keeps it, few (batch, group) programs or not: the row
+    # kernels' two extra launches cost eager callers more than a CUDA graph gains (ledger L0028-L0030)
     x6 = torch.empty((1, 256, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
-    assert m._ROWS_FROM_BYTES is None and m._triton_plan(x6, None, None, 32)[0] == "fused"
-    m._ROWS_FROM_BYTES = 1 << 20
-    try:
-        assert m._triton_plan(x6, None, None, 32)[0] == "split_rows"
-        assert m._triton_plan(x6.contiguous(), None, None, 32)[0] == "fused"
-        x_small = torch.empty((1, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)  # 0.5 MB
-        assert m._triton_plan(x_small, None, None, 32)[0] == "fused"
-        x96 = torch.empty((1, 96, 3, 48, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
-        assert m._triton_plan(x96, None, None, 32)[0] == "fused"
-        x_many = torch.empty((16, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
-        assert m._triton_plan(x_many, None, None, 32)[0] == "fused"  # 512 (batch, group) programs
-    finally:
-        m._ROWS_FROM_BYTES = None
+    assert m._triton_plan(x6, None, None, 32)[0] == "fused"
+    x_many = torch.empty((16, 256, 1, 24, 40), dtype=torch.float16, device="meta").to(memory_format=cl)
+    assert m._triton_plan(x_many, None, None, 32)[0] == "fused"  # 512 (batch, group) programs
 
+
+
+class _OnGpu:
+    """A meta tensor that says it is on a GPU, for planning without one."""
+    is_cuda = True
+
+    def __init__(self, t):
+        self._t = t
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+
+def _production_paths(monkeypatch, gpu: str) -> dict:
+    """{path: production row ids} as `_plan` assigns the rows on a GPU named `gpu` with 132 SMs and 227 KB of shared
+    memory a block (H100 and H200 both), the team kernel's grid answered as sm_90 holds it (five programs an SM)."""
+    import collections
+    import types
+
+    m = _module()
+    monkeypatch.setattr(m, "_plans", {})
+    monkeypatch.setattr(m, "_device_limits", lambda device: (132, 232448))
+    monkeypatch.setattr(m, "_gpu_named", lambda device, names: any(k in gpu for k in names))
+    monkeypatch.setattr(m, "_gn_team_kernel", types.SimpleNamespace(warmup=lambda *a, grid, num_warps: None))
+    monkeypatch.setattr(m, "resident_blocks", lambda kernel, warps: 5)
+    paths = collections.defaultdict(list)
+    for r in TASK.rows:
+        if not r.production:
+            continue
+        t = r.tensors["x"]
+        dt = getattr(torch, t.dtype)
+        x = torch.empty_strided(t.shape, t.stride, dtype=dt, device="meta")
+        w = torch.empty(t.shape[1], dtype=dt, device="meta")
+        paths[m._plan(_OnGpu(x), w, w, r.scalars["num_groups"])[0]].append(r.id)
+    return dict(paths)
+
+
+def test_the_solution_readme_counts_the_production_rows_each_path_serves(monkeypatch):
+    """solution/README.md's table says how many production rows each path serves on an H100 and an H200: the
+    planner's own assignment, so the table cannot drift from the code or the workloads."""
+    import re
+
+    readme = (TASK.path / "solution" / "README.md").read_text()
+    table = {}
+    for line in readme.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.match(r"[a-z_]+ \(", cells[0]):
+            table[cells[0].split()[0]] = {gpu: int(n) for n, gpu in re.findall(r"(\d+) (H100|H200)\b", cells[2])}
+    assert set(table) == {"fused", "split", "split_rows", "resident", "team", "held"}, table
+    for gpu in ("H100", "H200"):
+        counts = {path: len(ids) for path, ids in _production_paths(monkeypatch, "NVIDIA " + gpu).items()}
+        assert counts == {path: n[gpu] for path, n in table.items() if n.get(gpu)}, (gpu, counts)

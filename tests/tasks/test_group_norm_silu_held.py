@@ -43,11 +43,11 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
     plan = IMPL.held_plan(units, group_elems, channel_elems, elem, SMS, SMEM)
     assert plan is not None
     ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch = plan
-    assert prefetch == (0 if tma_store else -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs)))
-    assert tma_store in (0, 1)
-    assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[3]
+    assert prefetch == -(-IMPL._HELD_PREFETCH_BYTES // (16 * chunk_vecs))
+    assert tma_store == 0  # y stored by the apply warps
+    assert 0 <= reg_chunks <= IMPL._HELD_NO_LAG[2]
     if reg_chunks:  # only the instantiation that holds them, each thread's share of a chunk within its registers
-        assert lag == 0 and warps == IMPL._HELD_REG_WARPS and not tma_store
+        assert lag == 0 and warps == IMPL._HELD_REG_WARPS
         assert chunk_vecs <= IMPL._HELD_REG_PER_THREAD * warps * 32
         # no more than ring and registers need for two slices and the spare slots
         assert ring_slots + reg_chunks <= 2 * chunks + IMPL._HELD_SPARE_SLOTS
@@ -70,9 +70,9 @@ def test_every_held_row_has_a_plan_the_kernel_can_run(row):
 def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
     # 17.8 MB per group over 132 CTAs: 8440.2 vectors each, rounded up to 8448 (a warp's multiple). At 12 apply warps,
     # six copies of 1408 vectors (22 KB; a round of 4 a thread) and 10 slots: too few for a second slice. So as
-    # _HELD_NO_LAG says: 12 apply warps, plain stores, copies of at most 768 vectors (two an apply thread): eleven of
-    # 768 (12 KB) and 18 slots, and 4 chunks in registers, so that ring and registers hold two slices (22 chunks)
-    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, False, 768, 4)
+    # _HELD_NO_LAG says: 12 apply warps, copies of at most 768 vectors (two an apply thread): eleven of 768 (12 KB) and
+    # 18 slots, and 4 chunks in registers, so that ring and registers hold two slices (22 chunks)
+    assert IMPL._HELD_WARPS == 12 and IMPL._HELD_NO_LAG == (12, 768, 4)
     plan = IMPL.held_plan(*_geometry((1, 256, 17, 256, 256), 2), SMS, SMEM)
     assert plan[:9] == (132, 8448, 11, 768, 18, 0, 12, 0, 4)
 
@@ -80,31 +80,27 @@ def test_the_largest_group_has_no_lag_and_runs_as_no_lag_says():
 def test_chunks_in_registers_only_where_the_no_lag_plan_can_hold_them(monkeypatch):
     shape = _geometry((1, 256, 17, 256, 256), 2)
     # as v19 ran it: 16 KB copies, three vectors a thread of a chunk, more than the kernel's registers take
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 1024, 4))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, 1024, 4))
     assert IMPL.held_plan(*shape, SMS, SMEM)[:9] == (132, 8448, 9, 960, 14, 0, 12, 0, 0)
-    # TMA stores write y back into the ring: no registers
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, True, 768, 4))
-    assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 0
     # 16 apply warps: not the instantiation that holds registers
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (16, False, 768, 4))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (16, 768, 4))
     assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 0
     # fewer allowed: as many as allowed; more: as many as two slices and the spare slots need
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 2))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, 768, 2))
     assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 2
-    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, False, 768, 9))
+    monkeypatch.setattr(IMPL, "_HELD_NO_LAG", (12, 768, 9))
     assert IMPL.held_plan(*shape, SMS, SMEM)[8] == IMPL._HELD_REG_CHUNKS == 4  # what the kernel can hold
     monkeypatch.setattr(IMPL, "_HELD_REG_CHUNKS", 8)
     assert IMPL.held_plan(*shape, SMS, SMEM)[8] == 6  # two slices and the spare slots: 24 of 18 + 6
 
 
-def test_prefetch_rounds_the_bytes_up_to_whole_chunks_and_stays_off_with_tma_stores(monkeypatch):
+def test_prefetch_rounds_the_bytes_up_to_whole_chunks(monkeypatch):
     shape = _geometry((1, 512, 9, 128, 128), 2)  # copies of 1120 vectors (17.5 KB)
+    assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 2  # 32 KB: 1.8 copies
     monkeypatch.setattr(IMPL, "_HELD_PREFETCH_BYTES", 0)
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
     monkeypatch.setattr(IMPL, "_HELD_PREFETCH_BYTES", 64 << 10)
     assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 4  # 64 KB: 3.7 copies
-    monkeypatch.setattr(IMPL, "_HELD_TMA_STORE", True)
-    assert IMPL.held_plan(*shape, SMS, SMEM)[9] == 0
 
 
 def test_the_register_limits_mirror_the_kernel_header():

@@ -1,85 +1,32 @@
-"""Candidate v17 for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
+"""Candidate for group_norm_silu: y = silu(GroupNorm(x; G, weight, bias, eps)), fp32 statistics, any x layout.
 
-Design:
-- x is read in place through its strides, never copied: the spatial dims are collapsed into one (index s, stride
-  ss) when the layout allows it (contiguous and channels_last(_3d) both do); other layouts keep up to three spatial
-  dims and decompose s in the kernel. The output is contiguous, as upstream's is.
-- A tile is [groups, channels per group (padded to a power of two), spatial block]. For a channel-fast layout
-  (channels_last) a tile spans every group, so it reads whole contiguous rows of C channels; otherwise it spans
-  one group and runs along the contiguous spatial axis.
-- Statistics: per program, sums of x - K and (x - K)^2 accumulated per lane around a pivot K (the mean of the
-  program's first tile), then (count, mean, M2) per group; split-pass partials merge with Chan's parallel formula.
-  No E[x^2] - mean^2 cancellation when |mean| >> std.
-- Groups under 2^18 elements: one program per (batch, group) (tiny groups share one) reads its group twice
-  (statistics, then normalise + SiLU): one launch.
-- Larger groups: a split pass: partial statistics per spatial chunk of a group, a finalize kernel that merges the
-  partials of each group into (mean, rstd), and an apply kernel over the same tiles. Three launches, every SM busy.
-- First measurements (v0, H200, a scratch CUDA-event loop, hot L2, not `kda bench`): production geomean about 1.34x
-  over upstream, worst row 0.83x. channels_last rows win (8.6x by `kda bench` device_us on [1, 256, 17, 256, 256]:
-  upstream spends ~7 ms in a strided x.contiguous() copy; 1.6 TB/s here, 1.39x over torch.compile); large contiguous
-  rows tie (0.97x at 2.4-2.6 TB/s); small and mid rows are host-bound, ~0.85-0.95x (Python + Triton launch path,
-  three launches and three allocations on the split path against upstream's one launch below 2^18 elements).
-- v1 (from the first `kda bench` on an H200, results of 2b1068b: 1.606x device_us, min row 0.92x; torch.compile
-  2-3x faster by graph_us on 15-50 MB contiguous rows): launches through kda.runtime.lean_launch with host-side integer
-  math; with few (batch, group) programs only groups under 2^15 elements take the one-launch path; the apply pass
-  runs its programs in reverse order with evict-first x loads and y stores, so the tail of x that the statistics
-  pass left in L2 is re-read from there. Outcome (H200, d12926e): graph_us 1.714x -> 1.794x, but device_us 1.606x ->
-  1.444x: the split path's host cost (~80 us per call) now showed on the mid-size rows it took over.
-- v2: launch plans and the split path's workspace layout are built once per input signature; one allocation per
-  call for the partials.
-- v3 (a persistent streaming kernel) and v3b (each contiguous group tiled as one flat range, upstream's grid order,
-  the apply pass in either order) were slower and are not kept (ledger); v3c is v2 with 2048 x 4 split tiles; v3d
-  also keeps groups under 2^16 elements on the one-launch path when there are few of them.
-- v4: flat tiles for contiguous groups of <= 4 channels, swept split layouts; v4b: with few partials per apply
-  program the apply programs merge them (no finalize launch).
-- v5: contiguous x on a GPU through a resident CUDA kernel (csrc/gn_resident.cu: a team of CTAs holds each group in
-  shared memory, x read from DRAM once, one C++ launch); v5c keeps it for x up to _RESIDENT_MAX_BYTES only (the
-  sweep behind that limit is cited there); v5d: v4b's Triton paths above it and for channels_last.
-- v7: flat split tiles for contiguous groups of any channel count (_FLAT_MAX_CPG).
-- v6 (the L2 stream kernel, csrc/gn_stream.cu) ran only float32 x above _RESIDENT_MAX_BYTES, where it beat the split
-  path on the one regression row that has such x (ledger L0020, L0022); no production row is float32, so it earned
-  nothing there and is gone (ledger L0094).
-- v8: channels_last x on the split path through row kernels (_gn_rows_*: statistics over tiles of whole rows of C
-  channels, column sums kept in each lane; apply over [channel block, rows] tiles that write runs of y's rows).
-- v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through a persistent grid of three or four teams
-  (_gn_team_kernel), each team on its own units, so x is re-read from the L2 while other teams stream; x whose
-  units are too large for three teams in the L2 budget stays on the split path.
-- v10 (a team member read its slice of the next unit before waiting on the current one) lost on every large row and
-  is gone (ledger L0039); so is v11, more tiles loaded per loop step (L0040).
-- v12 (a persistent grid taking statistics and apply tiles from a queue) was 1.5-1.9x slower than v9c at its
-  defaults (1.3-1.6x at its best knobs) on every large contiguous row on an H200, and is gone (ledger L0046).
-- v13 (a pipeline of launches over chunks of units, each launch applying one chunk from the L2 while reading the
-  next one's statistics; with programmatic dependent launch or without) was 10-38% slower than the split path on
-  every large contiguous row on an H200, and is gone (ledger L0049).
-- v14 (the split pass chunk by chunk, each chunk's apply finding its last-read x in the L2) was slower than one pass
-  on eight of nine contiguous rows of 48 MB and more on an H200, and slower the smaller the chunks (ledger L0050).
-- v15 (the stream kernel on 16-bit x with eight units of coefficients in flight, and a held mode keeping x in a
-  shared-memory ring from its statistics to its apply) lost to the split path on the six large contiguous rows on
-  an H200, its best variant per row by 14-31% (18% on the one row held mode cannot take): issue-bound, with a sixth
-  of its instructions waiting for each unit's statistics from the other CTAs (ledger L0053), and is gone.
-- v16 (v15 with its sync work over two warps, the preparer taking up to two complete units at once) took 6-9% off
-  the stream mode and nothing off held mode, both still 20-50% behind the split path (ledger L0056), and is gone.
-- v17: contiguous 16-bit x of _HELD_MIN_BYTES and more on an H200 through the held kernel (csrc/gn_held.cu: one unit
-  at a time held across the grid in TMA-filled shared-memory rings, x read once; each CTA's partial tagged by the call
-  so one read per unit finds the grid's; statistics of unit u + 2 before the apply of unit u). The first x-read-once
-  kernel here to beat the split path (ledger L0064).
-- v18: the held kernel can write y back into its ring for the copy warp to store with TMA; only where the ring holds
-  no lag (c256_t17_256x256), with 12 compute warps (ledger L0066).
-- v19: the held kernel's statistics and apply on separate warps, the exchange's loads a unit ahead, publishing and
-  preparing on separate warps, y stored with st.global.cs, and the no-lag row back to plain stores (ledger
-  L0070-L0073). Its partials' tags take an epoch kept on the device: v17-v18's host-side tags were frozen into CUDA
-  graphs, whose replays on new inputs could read the last replay's partials (ledger L0072).
-- v20: where the held kernel's ring holds one slice and not two (c256_t17_256x256), its apply warps hold a unit's
-  first chunks in registers once the statistics have read them, freeing their slots before the grid's exchange
-  (ledger L0074).
-- v21-v25 (L2 prefetch ahead of the held kernel's copies, kept; every change to its start and end measured since,
-  NO-GO) and v26 (a head kernel launched before it to take the first and last units' statistics: NO-GO, ledger
-  L0087) left the held kernel's fixed cost per call at 10-14 us.
-- v27 (the resident kernel's statistics as tensor-core pivot sums) was slower and is gone (ledger L0089). v28-v30:
-  a resident team call is one launch (counters kept on the device as one generation per unit, the team's partials
-  tagged with it and polled), a unit's weight and bias load under its slice's wait, and the planner prices each
-  round of a team (ledger L0090-L0092).
+Six paths; `_plan` picks one per input signature (shape, strides, dtypes, device) and keeps it in `_plans`. Which
+path serves which production rows, and what each one gains over the next simpler one, with the ledger entry and the
+sweep that show it: solution/README.md. Everything tried and dropped is in docs/ledger.md.
 
+- fused (Triton, one launch): one program per (batch, group), or several small groups per program, reads its group
+  twice (statistics, then normalise + SiLU). Groups under 2^18 elements, and under 2^16 when there are fewer than
+  256 (batch, group) programs.
+- split (Triton, two or three launches): partial statistics per spatial chunk of a group, a finalize kernel merging
+  them (or the apply programs merging them themselves when there are few), an apply pass over the same tiles in
+  reverse order, so its first tiles are still in the L2. Larger groups, and the fallback of every path below.
+- split_rows (Triton, two or three launches): the split pass for channels_last x with C and C / G powers of two,
+  statistics over tiles of whole rows of C channels, apply over [channel block, rows] tiles.
+- resident (CUDA, csrc/gn_resident.cu, one C++ launch): contiguous x of at most 30 MB; a team of CTAs holds each
+  (batch, group) in shared memory, so x is read from DRAM once.
+- team (Triton, H100 only): contiguous 16-bit x of 128 MB and more; a persistent cooperative grid of three or four
+  teams, each on its own units, so a unit's apply re-reads x from the L2 while the other teams stream.
+- held (CUDA, csrc/gn_held.cu, H200 only): contiguous 16-bit x of 96 MB and more; one unit at a time held across
+  the whole grid in TMA-filled shared-memory rings, x read once.
+
+x is read in place through its strides, never copied; the output is contiguous, as upstream's is. No path takes
+E[x^2] - mean^2 of raw values (cancellation when |mean| >> std): the Triton paths and the held kernel sum x - K and
+(x - K)^2 about a pivot K (a first tile's mean, a unit's first element), the resident kernel takes a slice's mean and
+then its M2; partials merge with Chan's formula. The team and held grids go out as cooperative launches: a GPU (or an
+MPS share) that cannot hold the grid refuses it, and the call takes the plan's Triton fallback.
+
+The constants below are the planner's parameters, each with the measurement behind its value; those mirrored from
+csrc/gn_resident.h are the kernels' limits.
 """
 import math
 from pathlib import Path
@@ -91,151 +38,21 @@ import triton.language as tl
 from kda.runtime.cuda_ext import CudaExtension
 from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
-# v5: contiguous x on a GPU takes the resident CUDA kernel (csrc/gn_resident.cu), which reads x from DRAM once.
 _EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
                      ("binding.cpp", "gn_resident.cu", "gn_held.cu"), ("gn_resident.h", "gn_common.cuh"))
-_RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-_RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's static arrays
-_RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
-_RESIDENT_MAX_CPG = 1024
-_RESIDENT_BARRIER_VECS = 1536     # a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an H200)
-_RESIDENT_ROUND_VECS = 16384      # and each round of a team (its load, statistics and apply one after the other):
-# v28, 16384 against 0 (v5) by graph replay (fc3d26a-resident-gen.json): one round of larger slices instead of two
-# on the 18-31 MB rows, 10-16% faster (c512_t3_48x128 17.9 against 21.3 us), the same plans below
-# v5c: only x of at most this many bytes takes the resident kernel. H200 sweep of every contiguous production row
-# (docs/profile/h200/layout-sweep/5053236-resident.json): up to 28 MB it beats the Triton paths by back-to-back time
-# (0.42-0.90x: one C++ launch instead of Python + Triton's) and ties them by graph replay (0.59-1.24x); from 31 MB
-# on it is 4-45% slower by both: a round of the team (statistics, wait, merge, apply) runs at ~2 TB/s, not at the
-# copy rate, so the Triton split path keeps the large rows.
-_RESIDENT_MAX_BYTES = 30 << 20
-# v28: a team call as one launch: the kernel zeroing the call's arrival counters before each call of a team plan goes,
-# the counters kept on the device between calls instead. H200 graph replay (layout-sweep/fc3d26a-resident-gen.json):
-# 0.3-0.5 us faster on the team rows up to 8 MB of x, and 1-7 us by back-to-back calls (one launch's host time
-# less). v28 counted arrivals as generations ((generation << 16) | arrivals); v30 (csrc/gn_resident.cu) keeps one
-# generation per unit, the members' partials tagged with it and polled, one global round trip instead of a spin and
-# a load. Measured in the bench only: a sweep of both (ff62210) hung where its variants alternated on the same
-# counters, which mean different things to the two, and v28's mode is gone.
-_RESIDENT_GENERATIONS = True
-# v29: a unit's weight and bias loaded while its slice loads, not after the team's wait (one global round trip less
-# between the wait and the apply): 0.1-0.6 us by graph replay on nine of twelve rows, even on three
-# (layout-sweep/6d73273-early-wb.json)
-_RESIDENT_EARLY_WB = True
-# v17: contiguous 16-bit x above _RESIDENT_MAX_BYTES through the held kernel (csrc/gn_held.cu): one unit at a time
-# held across the whole grid, each CTA's slice copied by TMA into a shared-memory ring and kept there from its
-# statistics to its apply, so x is read once; the ring's slots beyond one slice keep the next units' copies in
-# flight. A CTA takes unit u + lag's statistics before unit u's apply, so the grid's exchange of unit u's statistics
-# (each CTA's partial, tagged by the call, read by every other CTA's sync warp) has lag units of work to arrive in:
-# v17's first build (lag 0, a counter and a fence per unit) spent ~4.8 us a unit on it whatever the unit's size
-# (docs/profile/h200/layout-sweep/3fbf17e-held.json). v17f, kept: 10-21% ahead of the split path by graph replay on
-# the seven contiguous rows of 96 MB and more on an H200, and behind it below (956b206-held.json, 687eb84-held.json);
-# measured on no other GPU (on an H100 the team kernel keeps the rows it was measured faster on).
-# v19: the statistics and the apply on separate warps (kHeldStatWarps and _HELD_WARPS), the exchange's weight, bias
-# and pivot loaded a unit ahead, publishing and preparing on separate warps; partials tagged by a device epoch as well
-# as the call, so that CUDA graph replays tell their partials apart (ledger L0070-L0072); y stored with st.global.cs
-# (L0073). v20: where the ring holds no lag, a unit's first chunks held in the apply warps' registers (_HELD_NO_LAG).
-_HELD = True
-_HELD_DTYPES = (torch.float16, torch.bfloat16)
-_HELD_GPUS = ("H200",)             # a substring of the device name
-_HELD_MIN_BYTES = 96 << 20         # x; c128_t17_96x256 (102 MB) 8-10% ahead, c128_t17_256x80 (85 MB) even, smaller behind
-_HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% ahead of 16 KB),
-_HELD_UNROLL = 4                   # and at most this many per apply thread (kHeldUnroll: a round the kernel unrolls)
-_HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
-_HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them. Since v19
-                                   # the kernel runs its statistics as far ahead as the ring allows whatever the lag;
-                                   # a lag of 0 only selects _HELD_NO_LAG's configuration
-_HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 ahead of 8 by
-                                   # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
-                                   # 0-12% (2afff74-held.json)
-_HELD_TMA_STORE = False            # v18: y written back into the ring and stored by the copy warp with TMA
-# (apply warps, TMA stores, copy size, chunks in registers) where the ring holds no lag (the 17.8 MB groups of
-# c256_t17_256x256): v18 took TMA stores there (ee641b2-tma-store.json); in v19 plain stores and 16 KB copies ran 7%
-# faster (389.5 against 418.1 us by graph replay, c3684b9-no-lag.json). v20: 12 KB copies (two vectors an apply
-# thread), the apply warps holding 4 of a unit's chunks in registers (kHeldRegChunks), so that ring and registers
-# hold two slices: the next unit's statistics, and the grid's exchange of them, no longer wait for this unit's apply.
-# Eight interleaved rounds by graph replay (ba752e3-no-lag-regs-rounds.json): 333.3 us against v19's 373.6, 361.8 at
-# 12 KB copies without registers, 350.0 with 2 chunks; 6 chunks (two slices and the two spare slots, a build
-# holding 12 vectors a thread) 336.8, no faster
-_HELD_NO_LAG = (12, False, 768, 4)
-_HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
-_HELD_REG_CHUNKS = 4               # kHeldRegChunks: the chunks it can hold, at most,
-_HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
-# v21: x the copy warp prefetches into the L2 ahead of its copies, per CTA (0: none). 32 KB, in five interleaved
-# rounds by graph replay on the six large contiguous rows (960c43d-prefetch.json): 0.8-4.4% faster on the five with
-# a lag, 10.3% on the no-lag row; 64 KB a little behind it, 128 KB and more slower than none (the L2 evicts them)
-_HELD_PREFETCH_BYTES = 32 << 10
-_HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
-_HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
-_HELD_MAX_CTAS = 256
-_HELD_MAX_LAG = 7
 
-# v9: contiguous 16-bit x of _TEAM_MIN_BYTES and more through one persistent Triton grid of teams
-# (_gn_team_kernel). The programs form `teams` teams and team t takes units (batch, group)
-# t, t + teams, ...: each program reads its slice of the unit (statistics), the team waits on a counter, and each
-# program re-reads its own slice, read moments before, from the L2 (apply). Unlike v6's one grid on one unit at a
-# time, a team waiting at its counter leaves the other teams streaming. How many teams: team_plan, from the sweeps
-# cited below. The grid is _TEAM_PER_SM programs per SM, fewer where the driver's occupancy calculator says the
-# compiled kernel's registers or shared memory do not let an SM hold them (_team_fit, at plan time; 48 registers a
-# thread at 4096 x 8 warps under Triton 3.9: five fit), so every program can be resident at once (the waits would
-# hang otherwise). Several programs per SM because one 8-warp program per SM keeps about 0.5 MB in flight over 132
-# SMs, where DRAM needs several MB. What that plan-time check cannot see is a GPU smaller at run time: an MPS share,
-# a green context. So the grid goes out as a cooperative launch (_TEAM_COOPERATIVE, Triton's
-# launch_cooperative_grid), the launch CUDA's grid-wide synchronisation relies on: the driver refuses a grid the
-# device cannot hold at once instead of starting part of it, and a refused call takes the split path (_run_team).
-# Team places drawn in start order would need no such launch (v9b), but crowd each team onto a few SMs.
-_TEAM = True
-_TEAM_COOPERATIVE = True
-# The price, on an H100 (docs/profile/h100/layout-sweep/4f0ed7a-coop.json, 3f906fb-coop-inter.json, graph replay):
-# the cooperative grid runs 2-8% slower than the same grid launched plainly on the five rows that take it
-# (c512_t9_128x128 151.3-151.9 against 146.2-147.7 us; c256_t17_256x80 188.8-189.7 against 175.8-177.9), inside the
-# kernel (torch.profiler: 151.2 against 144.8 us), and stays ahead of the split path on four of them. Team
-# membership by block index modulo the teams was slower either way (ledger L0051). A grid of 8 programs an SM,
-# planned without the occupancy check, was refused and the call ran the split path (4f0ed7a-coop-refused.json).
-_TEAM_DTYPES = (torch.float16, torch.bfloat16)
-# GPUs (a substring of the device name) where the team kernel beats the split path. On an H200 it lost to
-# them on five of the six large contiguous rows, 1-13% by graph replay, and lost to upstream on three of them in
-# the bench (docs/profile/h200/layout-sweep/478e671-team.json, ledger L0047): with HBM3e the team's wait at every
-# unit costs more of each unit's shorter DRAM time.
-_TEAM_GPUS = ("H100",)
-# H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json), graph replay against the Triton split path, on
-# the large rows: one team (one unit of 17.8 MB on c256_t17_256x256, or a 10 MB budget) 13-87% slower; two 8%
-# slower to 7% faster; three or four 5-13% faster (c512_t9_128x128: 4 in 20 MB, 148 us against 163;
-# c256_t5_256x256: 3 in 20 MB, 162 against 177; c128_t17_256x256: 3 in 30 MB, 277 against 297); five to eight
-# worse again. So three or four units in flight, in 20 MB where they fit, else in 30 MB, else the split path. Below
-# _TEAM_MIN_BYTES of x (2.5 L2s) the split path's re-read of x is partly served by the L2 anyway, and the team
-# kernel lost or tied there (c512_t3_128x128, 48 MB: 63.6 against 59.8 us).
-_TEAM_L2_BYTES = 20 << 20      # x of the units in flight at once (H100 and H200 L2: 50 and 60 MiB)
-_TEAM_L2_MAX_BYTES = 30 << 20
-_TEAM_MIN_TEAMS = 3
-_TEAM_MAX_TEAMS = 4
-_TEAM_MIN_BYTES = 128 << 20
-# v10 (each member read its slice of the team's next unit before waiting on the current one, two units per team in
-# the L2) was 9-48% slower than v9c wherever it took a row (H100 layout-sweep/62ff4ed-team-overlap.json, ledger
-# L0039), and is gone; so is v11 (two or four tiles loaded per loop step, for more bytes in flight against v9c's
-# long_scoreboard stalls): its best variant per row tied or lost by up to 4% on four of the five rows that take the
-# team path and won 1.3% on c256_t17_256x80 (2878936-team-unroll.json, ledger L0040).
-_TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must be a multiple of it
-_TEAM_WARPS = 8
-_TEAM_PER_SM = 4
-
-# v12 (a persistent grid taking statistics and apply tiles from a queue) was 1.5-1.9x slower than v9c at its defaults
-# (1.3-1.6x at its best knobs) on every large contiguous row on an H200
-# (docs/profile/h200/layout-sweep/478e671-queue.json, ledger L0046), and is gone.
-# v13 (a pipeline of launches over chunks of units, the launch boundary as the barrier between a unit's statistics
-# and its apply) lost to the split path on every large contiguous row on an H200, by 10-18% with programmatic
-# dependent launch between the launches and by 23-38% without (docs/profile/h200/layout-sweep/357b32e-pipe.json,
-# c87f101-pipe-pdl.json, ledger L0049): chunks small enough for two to stay in the L2 make launches too short to
-# stream. It is gone.
-# v14 (the split pass run chunk by chunk, a chunk's statistics then its apply, the apply's reverse order starting on
-# the chunk's last-read x in the L2) lost to one pass on eight of nine contiguous rows of 48 MB and more on an H200,
-# more the smaller the chunks (c512_t9_128x128: 118.3 us in one pass, 131.7 in 96 MB chunks, 200.6 in 16 MB;
-# docs/profile/h200/layout-sweep/d3713f0-chunks.json, ledger L0050): a chunk boundary costs more than the ~20 MB
-# of x the L2 gives back per pass. It is gone.
-
+# --- fused: one launch ---------------------------------------------------------------------------------------------
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
 _TILE = 8192                 # elements per tile of the one-launch path
-# Split pass layouts: (elements per apply tile, apply tiles per program, statistics tiles per program, statistics
-# warps, apply warps); a program covers tile x tiles elements. All from H200 sweeps over the large VAE rows
-# (docs/profile/h200/layout-sweep/):
+_FUSED_MIN_ELEMS = 4096      # groups smaller than this share a program
+_FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
+_FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
+# the split path's three launches cost ~38 us of host time per call against ~14 us for one, which set device_us on
+# the 4-6 MB rows with 32-64 K-element groups; layout-sweep/82099b8-one-launch.json, ledger L0015)
+
+# --- split: partial statistics, finalize (or merged in the apply), apply ------------------------------------------
+# Layouts: (elements per apply tile, apply tiles per program, statistics tiles per program, statistics warps, apply
+# warps); a program covers tile x tiles elements. H200 sweeps over the large VAE rows (docs/profile/h200/layout-sweep/):
 # - one group's CPG channel runs per tile: small tiles (2048 x 8: 2.6 TB/s against 1.9 at 8192 x 2); v3c: 2048 x 4
 #   0-6% ahead of 2048 x 8; v4: 8 warps in the apply pass, 4 in the statistics pass (0.5-2%, 0a338e8);
 # - channels_last, a tile spanning every group: large tiles (8192 x 4: 1.6 TB/s against 0.6 at 2048 x 8);
@@ -245,50 +62,113 @@ _TILE = 8192                 # elements per tile of the one-launch path
 _SPLIT_CONTIGUOUS = (2048, 4, 4, 4, 8)
 _SPLIT_CHANNEL_FAST = (8192, 4, 4, 8, 8)
 _SPLIT_FLAT = (4096, 2, 8, 4, 4)
-# v7: every group size (was <= 4 channels: v3b's flat tiles, before v4's, cost the 8- and 16-channel rows 3-8%). With
-# v4's flat layout, H200 graph replay (docs/profile/h200/layout-sweep/a50c8be-flat-all.json), 8/16-channel rows:
-# hyvae_c256_t5_96x256 64.7 -> 55.4 us, c512_t3_128x128 52.6 -> 46.5, c256_t17_96x256 177.5 -> 164.3,
-# c256_t5_256x256 139.8 -> 130.2, c512_t9_128x128 126.3 -> 118.9, c256_t17_256x256 429.9 -> 420.3.
+# v7: flat tiles for every group size (v4 had them up to 4 channels). H200 graph replay, 8/16-channel rows
+# (layout-sweep/a50c8be-flat-all.json, ledger L0024): hyvae_c256_t5_96x256 64.7 -> 55.4 us, c512_t3_128x128
+# 52.6 -> 46.5, c256_t17_96x256 177.5 -> 164.3, c256_t5_256x256 139.8 -> 130.2, c512_t9_128x128 126.3 -> 118.9.
 _FLAT_MAX_CPG = 1 << 10
 # v4: with at most this many partials per apply program (partials per group x groups per tile), the apply programs
 # merge them themselves and the finalize launch goes: two launches instead of three on the rows whose time is host
 # time (about 12 us per launch on an H200 host).
 _MERGE_IN_APPLY_MAX = 512
 # Otherwise a finalize kernel of one program per group merges them: partials per step (at most), warps. v9f: 4096
-# and 8 (was 1024 and 4): the 1000-4352 partials per group of the channels_last rows of 30 MB and more in one step
-# instead of up to five. H200, torch.profiler, two runs in opposite orders (docs/profile/h200/layout-sweep/
-# 6b2aad8-fin-ab1.json, -ab2.json): the finalize kernel 3.4-4.0 -> 2.1-2.6 us on every row swept, the other two
-# kernels unchanged; end to end (graph replay) that is 1-2 us, within the replays' spread on most rows. The sweep
-# before it (521a8af-rows-h200.json) found no apply tile better than the default on the six channels_last rows of
-# 256 MB and more.
+# and 8 (was 1024 and 4): the finalize kernel 3.4-4.0 -> 2.1-2.6 us on every channels_last row swept, H200
+# torch.profiler in both orders (layout-sweep/6b2aad8-fin-ab1.json, -ab2.json, ledger L0055).
 _FINALIZE = (4096, 8)
-# v8: channels_last x (C and C / G powers of two) through their own split kernels: statistics over [rows, C] tiles
-# of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128 registers a thread and ran at 24%
-# occupancy and ~2.4 TB/s, ncu hyvae_c256_t17_256x256_cl3d), and an apply over [channel block, rows] tiles that
-# writes runs of rows of y. (statistics elements per lane and tile (sets the rows per tile), tiles per program (at
-# most), 16-byte vectors per lane along a row (sets the warps); apply channels per tile, rows per tile, tiles per
-# program, warps.) H100 sweeps, graph replay (docs/profile/h100/layout-sweep/330d064-rows.json, 5944fc2-rows.json):
-# 128 x 128 apply tiles of 8 warps best on every row above 100 MB (c256_t17_256x256 387 us against 412-414 for 64 x
-# 64); statistics best at 16 rows of C = 256 or 512 and 32 rows of C = 128 (128 elements per lane: c128_t17_256x256
-# 107 us against 141 at 16 rows), and with at least 2048 programs (c256_t5_96x256 29 against 37 us at 512).
-_ROWS = True
+
+# --- split_rows: channels_last x, C and C / G powers of two --------------------------------------------------------
+# v8: statistics over [rows, C] tiles of whole rows (contiguous reads; v7's [groups, channels, rows] tile needed 128
+# registers a thread and ran at 24% occupancy), apply over [channel block, rows] tiles that write runs of rows of y.
+# (statistics elements per lane and tile (sets the rows per tile), tiles per program (at most), 16-byte vectors per
+# lane along a row (sets the warps); apply channels per tile, rows per tile, tiles per program, warps.) H100 sweeps,
+# graph replay (docs/profile/h100/layout-sweep/330d064-rows.json, 5944fc2-rows.json, ledger L0025): 128 x 128 apply
+# tiles of 8 warps best on every row above 100 MB (c256_t17_256x256 387 us against 412-414 for 64 x 64); statistics
+# best at 128 elements per lane (c128_t17_256x256 107 us against 141 at 16 rows) and with at least 2048 programs
+# (c256_t5_96x256 29 against 37 us at 512). On an H200 no other apply tile beat it (521a8af-rows-h200.json).
 _ROWS_MAX_C = 4096
 _SPLIT_ROWS = (128, 16, 1, 128, 128, 1, 8)
 _ROWS_MIN_PROGRAMS = 2048    # statistics programs per batch below which a program takes fewer tiles
 _ROWS_MERGE_MAX = 64         # with at most this many partials per group the apply programs merge them
-# Channels_last x of at least this many bytes takes the row kernels even where its groups would take the one-launch
-# path (few (batch, group) programs, each reading its channels out of every row: 32 programs of 8 warps at 185
-# registers, one CTA per SM under the GPU machine's Triton 3.6). Off: on the H100 (ledger L0026-L0030) 1 MB (v8d)
-# took hyvae_c256_t3_48x40_cl3d from 24.1 to 18.9 us by graph_us (compile 23.4) but from 36.1 to 131.7 us by device_us
-# (about 40 us of host time per launch on that host), and the 10 rows of 1-7 MB of x to 1.123x of v8c by graph_us
-# and 0.515x by device_us. Choosing per call by CUDA graph capture would get both, but a candidate may not read capture
-# state (kda.harness.guards: streams, events and timers belong to the harness).
-_ROWS_FROM_BYTES = None
-_FUSED_MIN_ELEMS = 4096      # fused path: groups smaller than this share a program
-_FUSED_MIN_PROGRAMS = 256    # with fewer (batch, group) programs than this (about 2 per SM) ...
-_FUSED_FEW_GROUPS_MAX = 1 << 16   # ... only groups under this size take the one-launch path (v3d: 2^15 -> 2^16;
-# the split path's three launches cost ~38 us of host time per call against ~14 us for one, which set device_us on
-# the 4-6 MB rows with 32-64 K-element groups; layout-sweep/82099b8-one-launch.json)
+
+# --- resident (CUDA): contiguous x up to _RESIDENT_MAX_BYTES ------------------------------------------------------
+_RESIDENT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# v5c: H200 sweep of every contiguous production row (layout-sweep/5053236-resident.json, ledger L0018): up to 28 MB
+# the resident kernel beats the Triton paths by back-to-back time (0.42-0.90x: one C++ launch instead of Python +
+# Triton's) and ties them by graph replay; from 31 MB on it is 4-45% slower by both (a team's round runs at ~2 TB/s).
+_RESIDENT_MAX_BYTES = 30 << 20
+_RESIDENT_RESERVE = 9 << 10       # bytes of shared memory left for the kernel's static arrays
+_RESIDENT_MAX_TEAM = 256          # kMaxTeam and kMaxCpg of csrc/gn_resident.h
+_RESIDENT_MAX_CPG = 1024
+# The team size's cost model (resident_plan): a team's wait priced as 24 KB of one CTA's DRAM share (~0.75 us on an
+# H200), and each round of a team (its load, statistics and apply one after the other) as 256 KB. v28, a round at
+# 16384 vectors against 0 by graph replay (layout-sweep/fc3d26a-resident-gen.json, ledger L0090): one round of
+# larger slices instead of two on the 18-31 MB rows, 10-16% faster (c512_t3_48x128 17.9 against 21.3 us), the same
+# plans below.
+_RESIDENT_BARRIER_VECS = 1536
+_RESIDENT_ROUND_VECS = 16384
+
+# --- team (Triton, H100): contiguous 16-bit x of _TEAM_MIN_BYTES and more ------------------------------------------
+# v9: `teams` teams of programs; team t takes units (batch, group) t, t + teams, ...: each program reads its slice of
+# the unit (statistics), the team waits on a counter, and each program re-reads its own slice, read moments before,
+# from the L2 (apply). The grid is _TEAM_PER_SM programs per SM, fewer where the driver's occupancy calculator says
+# the compiled kernel does not let an SM hold them (_team_fit, at plan time), so every program is resident at once
+# (the waits would hang otherwise); several per SM because one 8-warp program per SM keeps too few bytes in flight.
+# A GPU smaller at run time (an MPS share, a green context) refuses the cooperative launch, and the call takes the
+# split path (_run_team). That launch costs 2-8% against a plain one on an H100 (layout-sweep/4f0ed7a-coop.json,
+# ledger L0051), the price of never hanging on a shared GPU.
+_TEAM_DTYPES = (torch.float16, torch.bfloat16)
+# GPUs (a substring of the device name) where the team kernel beats the split path. On an H200 it lost to it on five
+# of the six large contiguous rows, 1-13% by graph replay (layout-sweep/478e671-team.json, ledger L0047).
+_TEAM_GPUS = ("H100",)
+# H100 sweeps (docs/profile/h100/layout-sweep/3bc5d8a-team*.json, ledger L0037), graph replay against the split path:
+# one team 13-87% slower; two 8% slower to 7% faster; three or four 5-13% faster (c512_t9_128x128: 4 in 20 MB, 148 us
+# against 163; c256_t5_256x256: 3 in 20 MB, 162 against 177; c128_t17_256x256: 3 in 30 MB, 277 against 297); five
+# to eight worse again. So three or four units in flight, in 20 MB where they fit, else in 30 MB, else the split path.
+# Below _TEAM_MIN_BYTES of x (2.5 L2s) the split path's re-read is partly served by the L2 anyway, and the team kernel
+# lost or tied there (c512_t3_128x128, 48 MB: 63.6 against 59.8 us).
+_TEAM_MIN_BYTES = 128 << 20
+_TEAM_L2_BYTES = 20 << 20      # x of the units in flight at once (H100 and H200 L2: 50 and 60 MiB)
+_TEAM_L2_MAX_BYTES = 30 << 20
+_TEAM_MIN_TEAMS = 3
+_TEAM_MAX_TEAMS = 4
+_TEAM_BLOCK = 4096             # elements per tile; a unit's channel length must be a multiple of it
+_TEAM_WARPS = 8                # 48 registers a thread at 4096 x 8 warps under Triton 3.9: five programs fit an SM
+_TEAM_PER_SM = 4
+
+# --- held (CUDA, H200): contiguous 16-bit x of _HELD_MIN_BYTES and more -------------------------------------------
+# v17-v21: each CTA owns a slice of every unit, copied by TMA into a shared-memory ring and kept there from its
+# statistics to its apply; statistics warps run up to `lag` units ahead of the apply warps, so the grid's exchange of a
+# unit's statistics (each CTA's partial, tagged by the call and a device epoch, polled by every CTA) has that much work
+# to arrive in. 10-21% ahead of the split path by graph replay on the seven contiguous rows of 96 MB and more, behind it
+# below (layout-sweep/956b206-held.json, 687eb84-held.json, ledger L0064); measured on no other GPU.
+_HELD_DTYPES = (torch.float16, torch.bfloat16)
+_HELD_GPUS = ("H200",)             # a substring of the device name
+_HELD_MIN_BYTES = 96 << 20         # x: c128_t17_96x256 (102 MB) 8-10% ahead, c128_t17_256x80 (85 MB) even, less behind
+_HELD_CHUNK_VECS = 2048            # 16-byte vectors per TMA copy at most (32 KB: d8b3336-held.json, 3-12% over 16 KB),
+_HELD_UNROLL = 4                   # and at most this many per apply thread (kHeldUnroll: a round the kernel unrolls)
+_HELD_SPARE_SLOTS = 2              # ring slots beyond the lag + 1 slices held, at least
+_HELD_LAG = 2                      # units, at most (kHeldMaxLag); fewer where the ring cannot hold them. Since v19
+                                   # the kernel runs its statistics as far ahead as the ring allows whatever the lag;
+                                   # a lag of 0 only selects _HELD_NO_LAG's configuration
+_HELD_WARPS = 12                   # apply warps per CTA: 8, 12 or 16 (the kernel's instantiations); 12 ahead of 8 by
+                                   # 5-13% on three of four rows, 1% behind on one (eda1fe3-warps.json), and of 16 by
+                                   # 0-12% (2afff74-held.json)
+# (apply warps, copy size in vectors, chunks in registers at most) where the ring holds no lag (the 17.8 MB groups of
+# c256_t17_256x256): v19 plain stores and 16 KB copies, 389.5 against v18's TMA stores at 418.1 us by graph replay
+# (c3684b9-no-lag.json); v20 12 KB copies, the apply warps holding 4 of a unit's chunks in registers so that ring and
+# registers hold two slices. Eight interleaved rounds by graph replay (ba752e3-no-lag-regs-rounds.json, ledger L0075):
+# 333.3 us against v19's 373.6, 361.8 at 12 KB copies without registers, 350.0 with 2 chunks.
+_HELD_NO_LAG = (12, 768, 4)
+_HELD_REG_WARPS = 12               # kHeldRegWarps: the apply warps of the kernel that holds chunks in registers,
+_HELD_REG_CHUNKS = 4               # kHeldRegChunks: the chunks it can hold, at most,
+_HELD_REG_PER_THREAD = 2           # kHeldRegVecs / kHeldRegChunks: its vectors per thread of a held chunk, at most
+# v21: x the copy warp prefetches into the L2 ahead of its copies, per CTA. 32 KB, five interleaved rounds by graph
+# replay on the six large contiguous rows (960c43d-prefetch.json, ledger L0077): 0.8-4.4% faster on the five with a
+# lag, 10.3% on the no-lag row; 64 KB a little behind it, 128 KB and more slower than none (the L2 evicts them).
+_HELD_PREFETCH_BYTES = 32 << 10
+_HELD_RESERVE = 3 << 10            # bytes of shared memory left for the kernel's static arrays (2176 under nvcc 13)
+_HELD_MAX_SLOTS = 64               # kHeldMaxSlots, kHeldMaxCtas, kHeldMaxLag of csrc/gn_resident.h
+_HELD_MAX_CTAS = 256
+_HELD_MAX_LAG = 7
 
 
 def _prev_power_of_2(n: int) -> int:
@@ -769,7 +649,8 @@ def resident_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
 
 def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     """(ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, tma_store, reg_chunks, prefetch) for the held
-    kernel, or None when it cannot take x.
+    kernel, or None when it cannot take x. tma_store is always 0: the apply warps store y (the kernel's mode that
+    stores it from the ring with TMA, v18, lost to plain stores: ledger L0066, L0071).
 
     One CTA per SM, each owning `slice_vecs` 16-byte vectors of every unit (one batch's group, `group_elems`
     contiguous elements; the last CTA fewer, none empty), a multiple of 32 vectors so that every copy starts on a
@@ -780,7 +661,7 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
     `reg_chunks` of each unit's chunks in registers: as many as ring and registers need to hold two slices and
     _HELD_SPARE_SLOTS more, up to _HELD_NO_LAG's last entry and _HELD_REG_CHUNKS (16-bit x, chunks of
     _HELD_REG_PER_THREAD vectors a thread at most). The copy warp prefetches `prefetch` chunks ahead into the L2
-    (_HELD_PREFETCH_BYTES, rounded up to whole chunks; not with TMA stores)."""
+    (_HELD_PREFETCH_BYTES, rounded up to whole chunks)."""
     if (channel_elems * elem) % 16 or units < 1 or sms < 1 or group_elems * elem >= 16 * 2**31:
         return None
     group_vecs, channel_vecs = group_elems * elem // 16, channel_elems * elem // 16
@@ -796,18 +677,17 @@ def held_plan(units, group_elems, channel_elems, elem, sms, smem_optin):
         lag = min(_HELD_LAG, _HELD_MAX_LAG, (ring_slots - _HELD_SPARE_SLOTS) // chunks - 1)
         return chunks, chunk_vecs, ring_slots, lag
 
-    warps, tma_store, reg_chunks = _HELD_WARPS, _HELD_TMA_STORE, 0
+    warps, reg_chunks = _HELD_WARPS, 0
     chunks, chunk_vecs, ring_slots, lag = geometry(warps)
     if lag == 0:
-        warps, tma_store, most, reg_most = _HELD_NO_LAG
+        warps, most, reg_most = _HELD_NO_LAG
         chunks, chunk_vecs, ring_slots, lag = geometry(warps, most)
-        if elem == 2 and warps == _HELD_REG_WARPS and not tma_store \
-                and chunk_vecs <= _HELD_REG_PER_THREAD * warps * 32:
+        if elem == 2 and warps == _HELD_REG_WARPS and chunk_vecs <= _HELD_REG_PER_THREAD * warps * 32:
             reg_chunks = max(0, min(reg_most, _HELD_REG_CHUNKS, 2 * chunks + _HELD_SPARE_SLOTS - ring_slots))
     if lag < 0:
         return None
-    prefetch = 0 if tma_store else cdiv(_HELD_PREFETCH_BYTES, 16 * chunk_vecs)
-    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, int(tma_store), reg_chunks, prefetch
+    prefetch = cdiv(_HELD_PREFETCH_BYTES, 16 * chunk_vecs)
+    return ctas, slice_vecs, chunks, chunk_vecs, ring_slots, lag, warps, 0, reg_chunks, prefetch
 
 
 def team_plan(units, group_elems, channel_elems, elem, programs):
@@ -880,7 +760,7 @@ def team_launch(x, weight, bias, G, tp):
           f32, i32, i32)
     plan = Plan((team * teams, 1, 1), dt, (units, G, cpg, cpg * S, S, slice_),
                 (team, teams, next_pow2(team), _TEAM_BLOCK, weight is not None, bias is not None),
-                _TEAM_WARPS, (("launch_cooperative_grid", True),) if _TEAM_COOPERATIVE else ())
+                _TEAM_WARPS, (("launch_cooperative_grid", True),))
     return plan, units, units * team * 2
 
 
@@ -964,11 +844,11 @@ def _plan(x, weight, bias, G):
     S = x.numel() // (B * C)
     sms, smem = _device_limits(x.device)
     if x.numel() * x.element_size() > _RESIDENT_MAX_BYTES:
-        hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) if _HELD and x.dtype in _HELD_DTYPES \
+        hp = held_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem) if x.dtype in _HELD_DTYPES \
             and x.numel() * x.element_size() >= _HELD_MIN_BYTES and _gpu_named(x.device, _HELD_GPUS) else None
         if hp is not None:
             return ("held", hp, fallback)
-        launch = _team_fit(x, weight, bias, G, sms) if _TEAM and x.dtype in _TEAM_DTYPES \
+        launch = _team_fit(x, weight, bias, G, sms) if x.dtype in _TEAM_DTYPES \
             and x.numel() * x.element_size() >= _TEAM_MIN_BYTES and _gpu_named(x.device, _TEAM_GPUS) else None
         return fallback if launch is None else ("team", launch, fallback)
     rp = resident_plan(B * G, (C // G) * S, S, x.element_size(), sms, smem)
@@ -1003,10 +883,7 @@ def _triton_plan(x, weight, bias, G):
     # small groups stay on the one-launch path; v0 lost to torch.compile by 2-3x (graph_us) on 15-50 MB rows.
     channel_fast = sxc == 1 and collapsed
     rows = channel_fast and _rows_fit(B, C, CPG)
-    rows_first = (rows and _ROWS_FROM_BYTES is not None and B * G < _FUSED_MIN_PROGRAMS
-                  and x.numel() * x.element_size() >= _ROWS_FROM_BYTES)
-    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX) \
-            and not rows_first:
+    if group_size < _FUSED_MAX_GROUP and (B * G >= _FUSED_MIN_PROGRAMS or group_size < _FUSED_FEW_GROUPS_MAX):
         # Tiny groups share a program (a few thousand elements each); otherwise one program per group.
         gpb = min(next_pow2(G), max(1, _prev_power_of_2(_FUSED_MIN_ELEMS // group_size)))
         ngb = cdiv(G, gpb)
@@ -1049,7 +926,7 @@ def _triton_plan(x, weight, bias, G):
 def _rows_fit(B, C, CPG):
     """Whether v8's row kernels take a channels_last x of C channels in groups of CPG: powers of two (a row is one
     tile, a group a power-of-two slice of it) and a batch that fits the apply grid's third axis."""
-    return _ROWS and C == next_pow2(C) and CPG == next_pow2(CPG) and C <= _ROWS_MAX_C and B <= 65535
+    return C == next_pow2(C) and CPG == next_pow2(CPG) and C <= _ROWS_MAX_C and B <= 65535
 
 
 def _rows_plan(x, B, C, G, CPG, S, sxb, ss, wide, dt, has_w, has_b):
@@ -1103,8 +980,9 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     if plan is None:
         return out
     if plan[0] == "resident":
-        counters = _resident_counters(x.device, x.shape[0] * G) if _RESIDENT_GENERATIONS and plan[1][0] > 1 else None
-        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters, _RESIDENT_EARLY_WB):
+        # a team's generations (Params.generations; a one-CTA team has no exchange), weight and bias loaded early
+        counters = _resident_counters(x.device, x.shape[0] * G) if plan[1][0] > 1 else None
+        if _EXT.load().run(x, weight, bias, out, G, float(eps), *plan[1], counters, True):
             return out
         plan = plan[2]  # this call's tensors are not 16-byte aligned
     elif plan[0] == "team":
