@@ -76,7 +76,9 @@ def test_check_notices_a_changed_results_file_and_a_stray_or_stale_plot(tmp_path
     assert stray in written and not stray.exists() and report.check(render=False) == []
 
 
-def test_fast_p_counts_only_correct_tasks():
+def test_fast_p_counts_only_correct_tasks(monkeypatch):
+    monkeypatch.setattr(report, "detail_table", lambda results: "")  # the fakes below carry only what fast_p reads
+
     class F:
         aa = False
         def __init__(self, passed, total, g):
@@ -96,11 +98,22 @@ def test_device_us_start_reads_provenance_and_names_the_older_protocol():
     assert device_us_start({}) == "idle GPU"
 
 
-def test_every_committed_results_row_of_the_readme_names_its_device_us_start():
+def _readme_table():
     readme = (repo_root() / "README.md").read_text()
     block = readme.split("<!-- kda:results:start -->")[1].split("<!-- kda:results:end -->")[0]
     header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
-    col = header.split(" | ").index("device_us start")
+    return header.split(" | "), rows
+
+
+def _detail_table():
+    text = (repo_root() / "docs" / "campaign.md").read_text().split("## Every summary figure")[1]
+    header, _, *rows = [line for line in text.splitlines() if line.startswith("|")]
+    return header.split(" | "), rows
+
+
+def test_every_committed_results_row_of_the_detail_table_names_its_device_us_start():
+    header, rows = _detail_table()
+    col = header.index("device_us start")
     assert rows and all(r.split(" | ")[col] in ("lead call", "idle GPU") for r in rows)
 
 
@@ -200,11 +213,25 @@ def test_rows_below_one_counts_the_intervals_wholly_below_one_of_all_passing_row
     assert report.rows_below_one(None) == "-"
 
 
-def test_the_readme_shows_rows_below_one_against_baseline_and_best_peer_as_the_summaries_count_them():
-    readme = (repo_root() / "README.md").read_text()
-    block = readme.split("<!-- kda:results:start -->")[1].split("<!-- kda:results:end -->")[0]
-    header, _, *rows = [line for line in block.splitlines() if line.startswith("|")]
-    cols = header.split(" | ")
+def test_the_readme_leads_with_kernel_vs_best_peer_beside_eager_call_vs_upstream():
+    """The lead table: graph_us over the best peer and device_us over upstream, as the summaries have them, with
+    the rows whose graph_us interval over the best peer lies wholly below 1; at most 7 columns."""
+    cols, rows = _readme_table()
+    assert len(cols) <= 7
+    kernel, eager, below = (cols.index(c) for c in ("kernel vs best peer", "eager call vs upstream", "rows below 1"))
+    files = [report.load_results(p) for p in _committed_results(aa=False)]
+    for f in files:
+        m = f.summary["metrics"]
+        line = next(r for r in rows if f"[{f.task}]" in r and f" {report._gpu_short(f)} " in r).split(" | ")
+        assert line[kernel] == report._ci(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
+        assert line[eager] == report._ci(m["device_us"]["vs_baseline"]), (f.task, f.gpu)
+        assert line[below] == report.rows_below_one(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
+    assert len(files) == len(rows)
+    assert "**Kernel vs best peer**" in (repo_root() / "README.md").read_text()  # the sentence saying what it means
+
+
+def test_the_detail_table_shows_rows_below_one_against_baseline_and_best_peer_as_the_summaries_count_them():
+    cols, rows = _detail_table()
     col = cols.index("rows CI < 1 vs baseline / best peer (device_us)")
     files = [report.load_results(p) for p in _committed_results(aa=False)]
     # every committed bench file's row, in the README's order, carries its summary's two counts
