@@ -3,6 +3,7 @@ PyTorch's own GroupNorm + SiLU. Checks every task shares: tests/test_task_folder
 tests/test_cpu_gate.py."""
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -41,10 +42,14 @@ def test_oracle_matches_torch_group_norm_silu():
 
 
 _SPLIT_PROBE = r"""
+import sys
 import torch, torch.nn.functional as F
 from kda.definition.task import Task
+sys.path.insert(0, "tests/support")
+from grid import sample
 m = __import__(Task.load("group_norm_silu").load_solution().__name__ + ".group_norm_silu", fromlist=["_plan"])
 g = torch.Generator().manual_seed(7)
+FULL = {full}  # every case's kernels run (-m slow), else a sample's; every case is planned and checked either way
 # One batch, two groups of 4 channels x 16384 positions: 64 K-element groups with few programs take the split path.
 x = (torch.randn(1, 8, 4, 64, 64, generator=g) * 3 + 5).contiguous()
 w, b = torch.randn(8, generator=g), torch.randn(8, generator=g)
@@ -57,6 +62,8 @@ x_off[0, 0, 0, 0, 5] = 1e3
 want_off = F.silu(F.group_norm(x_off.double(), 2, w.double(), b.double(), 1e-6))
 layouts = ((2048, 4, 4, 4, 8), (4096, 2, 8, 4, 4), (1024, 4, 2, 8, 4))
 merged = set()
+# sampled: flat and per-channel tiles, partials merged by the apply and by a finalize launch
+run = set(sample([(flat, i) for flat in (0, 4) for i in range(len(layouts))], FULL))
 for flat in (0, 4):
     for i, lay in enumerate(layouts):
         m._FLAT_MAX_CPG, m._SPLIT_CONTIGUOUS, m._SPLIT_FLAT = flat, lay, lay
@@ -68,6 +75,8 @@ for flat in (0, 4):
         assert (partial.num_warps, apply.num_warps) == lay[3:]
         seen.add((apply.constexprs[7], partial.constexprs[2], apply.constexprs[2]))
         merged.add((finalize is None, apply.constexprs[8]))
+        if (flat, i) not in run:
+            continue
         for wt, bt in ((w, b), (None, None)):
             got = m.triton_group_norm_silu(x, wt, bt, 2, 1e-6)
             ref = want if wt is not None else F.silu(F.group_norm(x.double(), 2, None, None, 1e-6))
@@ -82,11 +91,14 @@ x10[0, 0, 0, 0, 5] = 1e3
 w10, b10 = torch.randn(10, generator=g), torch.randn(10, generator=g)
 want10 = F.silu(F.group_norm(x10.double(), 2, w10.double(), b10.double(), 1e-6))
 x10 = x10.to(memory_format=torch.channels_last_3d)
+run = set(sample((0, 512), FULL))
 for merge_max in (0, 512):
     m._MERGE_IN_APPLY_MAX = merge_max
     m._plans.clear()
     plan = m._plan(x10, w10, b10, 2)
     assert plan[0] == "split" and plan[3].constexprs[0] == 2 and (plan[2] is None) == (merge_max > 0), plan
+    if merge_max not in run:
+        continue
     got = m.triton_group_norm_silu(x10, w10, b10, 2, 1e-6)
     torch.testing.assert_close(got.double(), want10, atol=1e-3, rtol=1e-3)
 # v8's row tiles: statistics over whole rows of channels, apply over [channel block, rows] tiles (blocks narrower
@@ -96,14 +108,18 @@ x_cl = x_off.to(memory_format=torch.channels_last_3d)
 x_cl2 = torch.cat([x_off, x_off.flip(2) * 0.5 - 20.0]).to(memory_format=torch.channels_last_3d)
 want_cl2 = F.silu(F.group_norm(x_cl2.double(), 2, w.double(), b.double(), 1e-6))
 rows_seen = set()
-for lay, merge_max in (((128, 16, 1, 64, 64, 4, 4), 64), ((512, 3, 1, 4, 32, 3, 4), 0),
-                       ((64, 5, 2, 8, 16, 2, 2), 1 << 20)):
-    m._SPLIT_ROWS, m._ROWS_MERGE_MAX = lay, merge_max
-    m._plans.clear()
-    for xc, ref in ((x_cl, want_off), (x_cl2, want_cl2)):
+rows_layouts = (((128, 16, 1, 64, 64, 4, 4), 64), ((512, 3, 1, 4, 32, 3, 4), 0), ((64, 5, 2, 8, 16, 2, 2), 1 << 20))
+# sampled: a batch of one and of two, at two of the layouts
+run = set(sample([(batch, i) for batch in (1, 2) for i in range(len(rows_layouts))], FULL))
+for batch, (xc, ref) in ((1, (x_cl, want_off)), (2, (x_cl2, want_cl2))):
+    for i, (lay, merge_max) in enumerate(rows_layouts):
+        m._SPLIT_ROWS, m._ROWS_MERGE_MAX = lay, merge_max
+        m._plans.clear()
         plan = m._plan(xc, w, b, 2)
         assert plan[0] == "split_rows", plan[0]
         rows_seen.add((plan[2] is None, plan[3].constexprs[0]))
+        if (batch, i) not in run:
+            continue
         got = m.triton_group_norm_silu(xc, w, b, 2, 1e-6)
         torch.testing.assert_close(got.double(), ref, atol=1e-3, rtol=1e-3)
 assert {m for m, _ in rows_seen} == {True, False} and {c for _, c in rows_seen} == {4, 8}, rows_seen
@@ -132,14 +148,17 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_sixteen_channel_groups_take_flat_tiles(interpreted):
     interpreted(_FLAT16_PROBE)
 
 
-def test_candidate_split_path_variants_match_torch(interpreted):
+@pytest.mark.slow
+def test_candidate_split_path_variants_match_torch(interpreted, full_grid):
     """Flat or per-channel tiles, any tile sizes and warps of either pass, partials merged by a finalize launch or
-    by the apply programs, contiguous or channels_last: the same y (Triton interpreter), also far from zero."""
-    interpreted(_SPLIT_PROBE)
+    by the apply programs, contiguous or channels_last: the same y (Triton interpreter), also far from zero. Every
+    case is planned and its plan checked; the default run runs the kernels of a sample of them, `-m slow` of all."""
+    interpreted(_SPLIT_PROBE.replace("{full}", repr(full_grid)))
 
 
 def _module():

@@ -128,6 +128,7 @@ def test_no_plan_when_a_group_does_not_fit_the_grids_rings_or_a_slice_would_span
     assert IMPL.held_plan(*_geometry((1, 64, 3, 5, 7), 2), SMS, SMEM) is None  # a channel is not whole vectors
 
 
+@pytest.mark.slow  # nvcc, where installed: eight instantiations
 def test_held_kernel_compiles_for_hopper_without_spills(hopper_build):
     # the held kernel for fp16 and bf16 (the only x it takes) at 8, 12 and 16 apply warps, and at 12 apply warps
     # holding chunks in registers
