@@ -12,11 +12,11 @@ sweep that show it: solution/README.md. Everything tried and dropped is in docs/
   reverse order, so its first tiles are still in the L2. Larger groups, and the fallback of every path below.
 - split_rows (Triton, two or three launches): the split pass for channels_last x with C and C / G powers of two,
   statistics over tiles of whole rows of C channels, apply over [channel block, rows] tiles.
-- resident (CUDA, csrc/gn_resident.cu, one C++ launch): contiguous x of at most 30 MB; a team of CTAs holds each
+- resident (CUDA, csrc/gn_resident.cu, one C++ launch): contiguous x of at most 30 MiB; a team of CTAs holds each
   (batch, group) in shared memory, so x is read from DRAM once.
-- team (Triton, H100 only): contiguous 16-bit x of 128 MB and more; a persistent cooperative grid of three or four
+- team (Triton, H100 only): contiguous 16-bit x of 128 MiB and more; a persistent cooperative grid of three or four
   teams, each on its own units, so a unit's apply re-reads x from the L2 while the other teams stream.
-- held (CUDA, csrc/gn_held.cu, H200 only): contiguous 16-bit x of 96 MB and more; one unit at a time held across
+- held (CUDA, csrc/gn_held.cu, H200 only): contiguous 16-bit x of 96 MiB and more; one unit at a time held across
   the whole grid in TMA-filled shared-memory rings, x read once.
 
 x is read in place through its strides, never copied; the output is contiguous, as upstream's is. No path takes
@@ -856,8 +856,8 @@ def _plan(x, weight, bias, G):
 
 
 def _triton_plan(x, weight, bias, G):
-    """How to run one input signature through Triton: ("fused", plan), ("split", partial, finalize or None, apply,
-    n_partials, n_groups) or None."""
+    """How to run one input signature through Triton: ("fused", plan), ("split" or "split_rows", partial, finalize or
+    None, apply, n_partials, n_groups) or None (x is empty)."""
     if x.dim() < 2:
         raise ValueError(f"x must be [B, C, *spatial], got shape {tuple(x.shape)}")
     B, C = x.shape[0], x.shape[1]
