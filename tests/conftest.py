@@ -46,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def full_grid(request) -> bool:
     """True when slow tests run whole (`-m slow`): a test with a grid inside runs all of it, else a sample."""
     return _complete(request.config)
