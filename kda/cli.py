@@ -97,6 +97,13 @@ def cmd_bench(args) -> int:
     return _run(args, "bench")
 
 
+def _say(text: str) -> None:
+    """A message for the person at the terminal, on stderr, wrapped at 80 columns."""
+    import textwrap
+
+    print(textwrap.fill(text, width=80), file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     """The main job on the embedded default task: the benchmark with a GPU, the CPU correctness gate without."""
     args.task = args.task or DEFAULT_TASK
@@ -112,16 +119,16 @@ def cmd_run(args) -> int:
     args.salt = CPU_SALT
     rows = Task.load(args.task).select(cpu_only=True)
     if args.full:
-        print(f"no GPU visible: the CPU correctness gate of {args.task}, all {len(rows)} CPU rows, through Triton's "
-              "interpreter (no timing)", file=sys.stderr)
+        _say(f"no GPU visible: the CPU correctness gate of {args.task}, all {len(rows)} CPU rows, through Triton's "
+             "interpreter (no timing)")
         return _run(args, "check")
     # The interpreter takes seconds a row: a quick gate checks the rows that cover every entry point, dtype, layout
     # and value distribution of the CPU grid, and says how to run the rest.
     picked = representative(rows, CPU_SAMPLE_ROWS)
     args.rows = ",".join(r.id for r in picked)
-    print(f"no GPU visible: the CPU correctness gate of {args.task} through Triton's interpreter (no timing), on "
-          f"{len(picked)} of its {len(rows)} CPU rows (a sample covering every entry point, dtype and layout); "
-          f"all of them: `kda run --full` or `kda check {args.task} --cpu`", file=sys.stderr)
+    _say(f"no GPU visible: the CPU correctness gate of {args.task} through Triton's interpreter (no timing), on "
+         f"{len(picked)} of its {len(rows)} CPU rows (a sample covering every entry point, dtype and layout); "
+         f"all of them: `kda run --full` or `kda check {args.task} --cpu`")
     return _run(args, "check")
 
 

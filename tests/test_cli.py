@@ -111,3 +111,24 @@ def test_archive_supersedes_a_committed_results_file_through_git(tmp_path):
     assert f"ledger L0001 now read it from git at {head[:12]}" in p.stdout
     assert not res.exists() and not (task / "results" / "history").exists()
     assert json.loads((task / "docs" / "ledger.jsonl").read_text())["results_ref"]["commit"] == head
+
+
+def test_run_without_a_gpu_checks_the_covering_sample_and_says_how_to_check_all(monkeypatch, capsys):
+    from kda.definition.sample import representative
+    from kda.definition.task import Task
+
+    seen = {}
+    monkeypatch.setattr(cli, "_has_gpu", lambda: False)
+    monkeypatch.setattr(cli, "_run", lambda args, mode: seen.update(mode=mode, rows=args.rows, salt=args.salt,
+                                                                    cpu=args.cpu) or 0)
+    assert cli.main(["run"]) == 0
+    rows = Task.load(cli.DEFAULT_TASK).select(cpu_only=True)
+    want = representative(rows, cli.CPU_SAMPLE_ROWS)
+    assert seen == {"mode": "check", "rows": ",".join(r.id for r in want), "salt": cli.CPU_SALT, "cpu": True}
+    assert 0 < len(want) < len(rows)
+    err = capsys.readouterr().err
+    assert f"{len(want)} of its {len(rows)} CPU rows" in err and "kda run --full" in err
+    assert all(len(line) <= 80 for line in err.splitlines())
+    seen.clear()
+    assert cli.main(["run", "--full"]) == 0
+    assert seen["rows"] is None and f"all {len(rows)} CPU rows" in capsys.readouterr().err
