@@ -31,6 +31,8 @@ STATIC = "STATIC"
 CRASH = "CRASH"
 TIMEOUT = "TIMEOUT"
 INVALID = "INVALID"              # faster than the datasheet memory bandwidth allows
+FORGED = "FORGED"                # a result line the worker did not write or that answers another request (its tag,
+                                 # row, sequence number or nonce does not match): the row fails, the worker is replaced
 
 
 def poison_(t: torch.Tensor, finite: torch.Generator | None = None) -> None:

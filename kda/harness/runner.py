@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kda.core.errors import KdaError
 from kda.core.gpu import datasheet_tbps, gpu_slug
 from kda.harness import checks as C
-from kda.harness import provenance, results_file
+from kda.harness import channel, provenance, results_file
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
 from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
@@ -46,11 +46,15 @@ class RunOptions:
 
 
 class Worker:
-    """One worker subprocess and its private pipes."""
+    """One worker subprocess and its private pipes.
+
+    Commands go down the worker's stdin (a pipe; the worker moves it off fd 0 before any task code loads). Results come
+    back on a second pipe whose fd number, like the run's HMAC key, travels only in the first command (kda.harness.
+    channel): nothing on the worker's command line or in its environment names either. Every reply must carry a tag
+    that verifies under the key and echo the sequence number and nonce of the request it answers."""
 
     def __init__(self, task: Task, opts: RunOptions, salt: int, copy_bandwidth: bool):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="kda-worker-", suffix=".log", delete=False)
-        cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
         argv = [sys.executable]
         env = dict(os.environ)
@@ -61,31 +65,56 @@ class Worker:
             env["TRITON_INTERPRET"] = "1"
             argv.append("-O")
         argv += ["-m", "kda.harness.worker", "--task", str(task.path), "--mode", opts.mode, "--device", opts.device,
-                 "--salt", str(salt), "--fd-in", str(cmd_r), "--fd-out", str(res_w)]
+                 "--salt", str(salt)]
         if opts.aa:
             argv.append("--aa")
         if opts.candidate:
             argv += ["--candidate", str(opts.candidate)]
         if copy_bandwidth:
             argv.append("--copy-bandwidth")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     pass_fds=(cmd_r, res_w), env=env)
-        os.close(cmd_r)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+                                     pass_fds=(res_w,), env=env)
         os.close(res_w)
-        self.cmd = os.fdopen(cmd_w, "w")
-        self.res = os.fdopen(res_r, "r")
+        self.cmd = self.proc.stdin
+        self.res = res_r
+        self.buf = b""
+        self.seq = 0
+        self.expect: dict = {}
+        key = channel.new_key()
+        self.open_line = channel.opener(key)
+        # The first command, read before the worker imports any task or candidate code: the key and the result fd.
+        self.request({"cmd": "start", "key": key.hex(), "result_fd": res_w})
+
+    def request(self, msg: dict, **expect) -> None:
+        """Send one command with a fresh sequence number and nonce; the next reply must echo them (and `expect`)."""
+        self.seq += 1
+        nonce = channel.new_nonce()
+        self.expect = {"seq": self.seq, "nonce": nonce, **expect}
+        self.send({**msg, "seq": self.seq, "nonce": nonce})
 
     def receive(self, timeout: float) -> dict | None:
-        ready, _, _ = select.select([self.res], [], [], timeout)
-        if not ready:
-            return None
-        line = self.res.readline()
-        if not line:
-            return {"type": "eof"}
-        return json.loads(line)
+        """The reply to the last request: None on timeout, {"type": "eof"} if the worker closed its end, {"type":
+        "forged", "why": ...} for a line that fails authentication or answers another request (the worker is then
+        not to be trusted again: the caller kills it), else the message."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.res], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self.res, 1 << 20)
+            if not chunk:
+                return {"type": "eof"} if not self.buf else \
+                    {"type": "forged", "why": f"an unterminated result line: {self.buf[:120]!r}"}
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        msg, why = self.open_line(line, self.expect)
+        return msg if why is None else {"type": "forged", "why": why}
 
     def send(self, msg: dict) -> None:
-        self.cmd.write(json.dumps(msg) + "\n")
+        self.cmd.write((json.dumps(msg) + "\n").encode())
         self.cmd.flush()
 
     def log_tail(self, n: int = 3000) -> str:
@@ -105,11 +134,15 @@ class Worker:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for f in (self.cmd, self.res, self.log):
+        for f in (self.cmd, self.log):
             try:
                 f.close()
             except OSError:
                 pass
+        try:
+            os.close(self.res)
+        except OSError:
+            pass
         # The log's tail already went into any CRASH record that needed it.
         Path(self.log.name).unlink(missing_ok=True)
 
@@ -121,7 +154,10 @@ def _start(task, opts, salt, copy_bw) -> tuple[Worker, dict]:
     w = Worker(task, opts, salt, copy_bw)
     hello = w.receive(timeout=600)
     if hello is None or hello.get("type") != "hello":
-        detail = (hello or {}).get("error") or w.log_tail()
+        if (hello or {}).get("type") == "forged":
+            detail = f"{C.FORGED}: {hello['why']} (a line the worker did not write, while the candidate loaded)"
+        else:
+            detail = (hello or {}).get("error") or w.log_tail()
         w.close(kill=True)
         raise KdaError(f"the worker for {task.name} did not start:\n{detail}")
     return w, hello
@@ -151,12 +187,13 @@ def run_task(task: Task, opts: RunOptions) -> dict:
             job = bar.add_task(f"{opts.mode} {task.name}" + (" (A/A)" if opts.aa else ""), total=len(rows), row="")
             for row in rows:
                 bar.update(job, row=row.id)
-                worker.send({"cmd": "row", "row": row.id})
+                worker.request({"cmd": "row", "row": row.id}, type="row", id=row.id)
                 raw = worker.receive(timeout=cfg["bench"]["row_timeout_s"])
                 if raw is None or raw.get("type") != "row":
-                    kind = "timeout" if raw is None else "crash"
+                    # A refused line (FORGED) fails the row; the worker that let it through is never asked again.
+                    kind = "timeout" if raw is None else "forged" if raw.get("type") == "forged" else "crash"
                     why = (f"no answer within {cfg['bench']['row_timeout_s']:.0f} s" if raw is None
-                           else "the worker died:\n" + worker.log_tail())
+                           else raw["why"] if kind == "forged" else "the worker died:\n" + worker.log_tail())
                     raw = {"type": "row", "id": row.id, kind: why, "checks": [], "arms": {}}
                     worker.close(kill=True)
                     worker, _ = _start(task, opts, salt, copy_bw=False)
@@ -207,7 +244,7 @@ def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | 
     if base_bad:
         rec["notes"].append(f"baseline outside tolerance on {len(base_bad)} check(s): the error-ratio rule was not applied there")
     rec["checks"] = _check_digest(raw)
-    if opts.mode == "bench" and not raw.get("crash") and not raw.get("timeout"):
+    if opts.mode == "bench" and not any(raw.get(k) for k in ("crash", "timeout", "forged")):
         l2_resident = cfg["bench"]["l2"] == "hot" and bool(l2_bytes) and rec["bytes"] <= l2_bytes
         stats = row_statistics(raw, rec["bytes"], copy_tbps, datasheet, cfg["bench"]["bootstrap_resamples"], row.seed,
                                l2_resident=l2_resident)

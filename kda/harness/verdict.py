@@ -33,6 +33,9 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
     if raw.get("timeout"):
         add(C.TIMEOUT, raw["timeout"])
         return reasons, details
+    if raw.get("forged"):
+        add(C.FORGED, raw["forged"])
+        return reasons, details
     if raw.get("crash"):
         lines = raw["crash"].strip().splitlines()
         add(C.CRASH, lines[-1][:300] if lines else "the worker crashed without a message")

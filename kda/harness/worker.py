@@ -13,6 +13,8 @@ import random
 import sys
 import traceback
 
+from kda.harness import channel as _channel  # bound before any task code: the result channel's sealer
+
 # Captured before any task code is imported: the harness keeps the originals even if a candidate patches them.
 from kda.harness import timing  # noqa: E402  (import order is the point)
 from kda.harness.guards import CallTracer, TamperWatch, torch_kernels  # noqa: E402
@@ -444,6 +446,34 @@ def _gpu_info() -> dict:
             "l2_bytes": p.L2_cache_size, "memory_bytes": p.total_memory, "capability": f"{p.major}.{p.minor}"}
 
 
+def _open_channel():
+    """The worker's two pipes and the run's key, taken before any task or candidate code is imported.
+
+    The parent writes commands to this process's stdin and reads results from a pipe whose fd number comes, with the
+    run's HMAC key, in the first command (kda.harness.channel). The command pipe is moved off fd 0 (stdin reads
+    /dev/null from here on) and both pipes to fresh fds that child processes do not inherit. Returns the command
+    lines and reply(request, msg), which stamps msg with the request's sequence number and nonce and writes it tagged;
+    the key is kept only inside the sealing closure (no module global, no attribute), the first command returned as
+    `start` without it."""
+    cmd_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    cmd_in = os.fdopen(cmd_fd, "r")
+    start = json.loads(cmd_in.readline())
+    seal = _channel.sealer(bytes.fromhex(start.pop("key")))
+    inherited = start.pop("result_fd")
+    out_fd = os.dup(inherited)  # os.dup: not inheritable
+    os.close(inherited)
+    out = os.fdopen(out_fd, "w")
+
+    def reply(request: dict, msg: dict) -> None:
+        out.write(seal({**msg, "seq": request.get("seq"), "nonce": request.get("nonce")}))
+        out.flush()
+
+    return cmd_in, reply, start
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", required=True)
@@ -452,16 +482,10 @@ def main(argv=None) -> None:
     ap.add_argument("--salt", type=int, required=True)
     ap.add_argument("--aa", action="store_true")
     ap.add_argument("--candidate", default=None)
-    ap.add_argument("--fd-in", type=int, required=True)
-    ap.add_argument("--fd-out", type=int, required=True)
     ap.add_argument("--copy-bandwidth", action="store_true")
     args = ap.parse_args(argv)
-    cmd_in = os.fdopen(args.fd_in, "r")
-    out = os.fdopen(args.fd_out, "w")
-
-    def send(msg):
-        out.write(json.dumps(msg) + "\n")
-        out.flush()
+    # Before any task or candidate code: the pipes and the run's key (nothing on the command line names them).
+    cmd_in, reply, start = _open_channel()
 
     # Inference kernels run without autograd in production; some upstream wrappers fall back to PyTorch when grad is on.
     torch.set_grad_enabled(False)
@@ -502,9 +526,9 @@ def main(argv=None) -> None:
             hello["gpu"] = _gpu_info()
             if args.copy_bandwidth:
                 hello["copy_tbps"] = timing.copy_bandwidth_tbps()
-        send(hello)
+        reply(start, hello)
     except Exception:  # noqa: BLE001
-        send({"type": "fatal", "error": traceback.format_exc()[-4000:]})
+        reply(start, {"type": "fatal", "error": traceback.format_exc()[-4000:]})
         return
 
     runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference,
@@ -516,9 +540,9 @@ def main(argv=None) -> None:
         if cmd.get("cmd") == "quit":
             break
         try:
-            send(runner.run(rows[cmd["row"]], args.mode))
+            reply(cmd, runner.run(rows[cmd["row"]], args.mode))
         except Exception:  # noqa: BLE001
-            send({"type": "row", "id": cmd["row"], "crash": traceback.format_exc()[-4000:]})
+            reply(cmd, {"type": "row", "id": cmd.get("row"), "crash": traceback.format_exc()[-4000:]})
         finally:
             if args.device == "cuda":
                 torch.cuda.empty_cache()
