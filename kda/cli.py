@@ -85,7 +85,7 @@ def _static(args) -> int:
     from kda.definition.task import Task
 
     task = Task.load(args.task)
-    problems = static_violations(task.solution_files(_candidate(args)))
+    problems = static_violations(task.static_files(_candidate(args)))
     for p in problems:
         print(f"{task.name}: {p}")
     if not problems:

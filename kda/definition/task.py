@@ -27,6 +27,9 @@ def load_module(path: Path, name: str) -> ModuleType:
     return mod
 
 
+SOLUTION_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".h")
+
+
 @dataclass
 class Task:
     path: Path
@@ -83,7 +86,21 @@ class Task:
     def solution_files(self, override: Path | None = None) -> list[Path]:
         if override is not None:
             return [override]
-        return sorted(p for p in (self.path / "solution").rglob("*") if p.is_file() and p.suffix in (".py", ".cu", ".cuh", ".cpp", ".h"))
+        return sorted(p for p in (self.path / "solution").rglob("*") if p.is_file() and p.suffix in SOLUTION_SUFFIXES)
+
+    def static_files(self, override: Path | None = None) -> list[Path]:
+        """Every file the static rules read: the `--candidate` file first (when it is a package's __init__.py, its
+        whole package: it can import the rest), then every file of solution/, whatever the override names."""
+        own = self.solution_files()
+        if override is None:
+            return own
+        override = Path(override)
+        first = [override]
+        if override.name == "__init__.py":
+            first = [override] + sorted(p for p in override.parent.rglob("*")
+                                        if p.is_file() and p.suffix in SOLUTION_SUFFIXES and p != override)
+        seen = {p.resolve() for p in first}
+        return first + [p for p in own if p.resolve() not in seen]
 
     def results_dir(self) -> Path:
         return self.path / "results"

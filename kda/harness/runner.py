@@ -170,7 +170,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     if not rows:
         raise KdaError(f"{task.name}: no rows selected" + (" (no row is marked cpu: true)" if opts.device == "cpu" else ""))
     salt = opts.salt if opts.salt is not None else secrets.randbelow(2**31)
-    static = [] if opts.aa else static_violations(task.solution_files(opts.candidate))
+    static = [] if opts.aa else static_violations(task.static_files(opts.candidate))
     cfg = task.cfg
     bench = opts.mode == "bench"
     smi_before = provenance.nvidia_smi() if opts.device == "cuda" else None

@@ -163,7 +163,7 @@ def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base:
 
         root = toplevel(task.path)  # the checkout holding the task, whatever KDA_ROOT or the cwd say
         res.findings += scope_violations(root, base, task.path.resolve().relative_to(root.resolve()).as_posix())
-    res.findings += [f"static rule: {v}" for v in static_violations(task.solution_files())]
+    res.findings += [f"static rule: {v}" for v in static_violations(task.static_files())]
     if rounds_used is not None:
         if rounds_used > gates["max_rounds"]:
             res.findings.append(f"max_rounds: this is round {rounds_used}, over the budget of {gates['max_rounds']}")

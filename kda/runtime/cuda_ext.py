@@ -18,19 +18,36 @@ def build_dir(name: str) -> Path:
     return path
 
 
-class CudaExtension:
-    """`compiled` are the .cu/.cpp files handed to the compiler; `headers` are hashed too; `defines` are macros
-    defined for both compilers (a diagnostic build of the same sources: they are part of the module's name)."""
+def _plain(name: str, what: str) -> str:
+    """A relative path below the solution's folder: never absolute, never through '..'."""
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or ".." in parts:
+        raise ValueError(f"CudaExtension: {what} {name!r} must be a relative path below the module's folder")
+    return name
 
-    def __init__(self, prefix: str, csrc: Path, compiled: tuple[str, ...], headers: tuple[str, ...] = (),
-                 defines: tuple[str, ...] = ()):
-        self.prefix, self.csrc, self.compiled, self.headers = prefix, Path(csrc), tuple(compiled), tuple(headers)
+
+class CudaExtension:
+    """`module_file` is the solution module's own `__file__` and `folder` the folder beside it holding the sources
+    (`CudaExtension("kda_x", __file__, "csrc", ...)`): a solution names no other path, so it needs no file-system
+    access of its own (the static rules refuse pathlib and open). `compiled` are the .cu/.cpp files handed to the
+    compiler; `headers` are hashed too; `defines` are macros defined for both compilers (a diagnostic build of the
+    same sources: they are part of the module's name). `prefix` names the module and its build folder."""
+
+    def __init__(self, prefix: str, module_file: str | Path, folder: str, compiled: tuple[str, ...],
+                 headers: tuple[str, ...] = (), defines: tuple[str, ...] = ()):
+        if not prefix.isidentifier():
+            raise ValueError(f"CudaExtension: prefix {prefix!r} must be an identifier (it names the module)")
+        self.prefix, self.module_file, self.folder = prefix, module_file, _plain(folder, "folder")
+        self.csrc = Path(module_file).resolve().parent / folder
+        self.compiled = tuple(_plain(s, "source") for s in compiled)
+        self.headers = tuple(_plain(s, "header") for s in headers)
         self.defines = tuple(defines)
         self._module = None
 
     def with_defines(self, *defines: str) -> "CudaExtension":
         """The same sources built with these macros defined as well, as a module of its own."""
-        return CudaExtension(self.prefix, self.csrc, self.compiled, self.headers, self.defines + tuple(defines))
+        return CudaExtension(self.prefix, self.module_file, self.folder, self.compiled, self.headers,
+                             self.defines + tuple(defines))
 
     @property
     def sources(self) -> tuple[str, ...]:

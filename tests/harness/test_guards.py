@@ -52,7 +52,8 @@ def test_flags(tmp_path, code, needle):
 
 def test_violation_names_line(tmp_path):
     found = violations(tmp_path, "import torch\n\n\ndef f(x):\n    return x.float()\n")
-    assert found == ["cand.py:5: calls .float() on x (tensor compute on the hot path)"]
+    assert found == ["cand.py:5: calls .float() on x (rule compute: tensor compute on the host path (allocation, views "
+                     "and metadata are fine))"]
 
 
 @pytest.mark.parametrize("code", [
@@ -91,12 +92,271 @@ def test_violation_names_line(tmp_path):
         return y
     """,
     "import math\nimport triton\nimport triton.language as tl\nB = triton.next_power_of_2(5)\nm = math.sqrt(4)\n",
-    # the one harness module a candidate may use: the shared lean launch path
-    "from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2\n",
-    "import kda.runtime.lean_launch\n",
+    # the harness modules a candidate may use: the shared lean launch path and CUDA extension loader
+    "from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks\n",
+    "import kda.runtime.lean_launch\nc = kda.runtime.lean_launch.cdiv(3, 2)\n",
+    "from kda.runtime.cuda_ext import CudaExtension\nEXT = CudaExtension('kda_x', __file__, 'csrc', ('a.cu',))\n",
+    "from kda.runtime.cuda_ext import CudaExtension\n"
+    "EXT = CudaExtension('kda_x', module_file=__file__, folder='csrc', compiled=('a.cu',))\n",
 ])
 def test_allows(tmp_path, code):
     assert violations(tmp_path, code) == []
+
+
+# ---- the allowlist -------------------------------------------------------------------------------------------------
+
+ALLOWED = """
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2
+from . import helper
+from .impl import kernel_entry
+
+__all__ = ["entry"]
+_HERE = __file__
+
+
+@triton.jit
+def _kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+    y = tl.math.div_rn(x, 2.0) + tl.sum(x, axis=0) + tl.extra.cuda.libdevice.rsqrt(x)
+    tl.store(x_ptr + offs, y.to(x_ptr.dtype.element_ty), mask=offs < n)
+
+
+_launch = LaunchCache(_kernel)
+
+
+class Key(NamedTuple):
+    n: int
+    dtype: Optional[torch.dtype] = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    rows: int
+    cols: int = field(default=1)
+
+
+class Cache:
+    def __init__(self, size):
+        self._size = size
+        self.plans = {}
+
+    def get(self, key):
+        return self.plans.get(key) if len(self.plans) < self._size else None
+
+
+class Strict(Cache):
+    def __init__(self):
+        super().__init__(4)
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(n: int) -> Plan:
+    return Plan((cdiv(n, 1024), 1, 1), [torch.float32], [n], [1024], 4)
+
+
+def entry(x, norm, *, out=None):
+    if type(norm).__name__ != "GroupNorm" or not hasattr(norm, "eps"):
+        raise ValueError(f"{type(x).__name__}: {dataclasses.is_dataclass(x)}")
+    y = torch.empty_like(x) if out is None else out
+    z = torch.empty((2, 3), dtype=torch.bfloat16, device=x.device)
+    s = torch.cuda.current_stream()
+    props = torch.cuda.get_device_properties(x.device).multi_processor_count
+    size = torch.float32.itemsize * math.prod(x.shape) * math.pi
+    k = _kernel.warmup(x, x.numel(), BLOCK=1024, grid=(1,))
+    _launch.run(_plan(x.numel()), [x], [])
+    _kernel[(1,)](x, x.numel(), BLOCK=next_pow2(4))
+    return y, isinstance(x, torch.Tensor), props, size, k, s, z
+"""
+
+
+def test_allowlist_passes_what_solutions_use(tmp_path):
+    assert violations(tmp_path, ALLOWED) == []
+
+
+@pytest.mark.parametrize("code, line, rule", [
+    # imports outside the allowlist, and chains through them (the aliases the blacklist let through)
+    ("import os\n", 1, "import"),
+    ("import os\n\nos.sys.setprofile(None)\n", 3, "reach"),
+    ("import logging\nlogging.threading.Thread(target=print).start()\n", 2, "reach"),
+    ("import logging\nt = logging.time.monotonic_ns()\n", 1, "import"),
+    ("import logging\nt = logging.time.monotonic_ns()\n", 2, "reach"),
+    ("from pathlib import Path\n", 1, "import"),
+    ("import pathlib\n", 1, "import"),
+    ("import operator\n", 1, "import"),
+    ("import torch.utils.cpp_extension\n", 1, "import"),
+    ("from torch import *\n", 1, "import"),
+    ("from .. import oracle\n", 1, "import"),
+    ("from typing import get_type_hints\n", 1, "reach"),
+    ("from functools import RLock\n", 1, "reach"),
+    # names an allowed module does not give
+    ("import torch\nx = torch.sys\n", 2, "reach"),
+    ("import torch\nx = torch.os.environ\n", 2, "reach"),
+    ("import torch\nx = torch.utils._python_dispatch\n", 2, "reach"),
+    ("import torch\nx = torch.utils.cpp_extension.load\n", 2, "reach"),
+    ("import torch\nx = torch.library.impl\n", 2, "reach"),
+    ("import torch\nx = torch.ops.aten.add\n", 2, "reach"),
+    ("import torch\nx = torch.Tensor.sum\n", 2, "reach"),
+    ("import torch\nx = torch.float32.__class__\n", 2, "reach"),
+    ("import torch\ne = torch.cuda.Event()\n", 2, "reach"),
+    ("import torch\ntorch._C._set_torch_function_mode(None)\n", 2, "reach"),
+    ("import triton\nk = triton.knobs.runtime\n", 2, "reach"),
+    ("import triton\nk = triton.runtime.jit.JITFunction\n", 2, "reach"),
+    ("import triton\nc = triton.compiler\n", 2, "reach"),
+    ("from triton import knobs\n", 1, "reach"),
+    ("import triton.language as tl\nb = tl.core.builtins.setattr\n", 2, "reach"),
+    ("import triton.language as tl\nb = tl.core.knobs\n", 2, "reach"),
+    ("import triton.language as tl\nb = tl.core.inspect.currentframe\n", 2, "reach"),
+    ("import triton.language as tl\nb = tl.core._unwrap_if_constexpr\n", 2, "reach"),
+    ("import triton.language as tl\nb = tl.sum.get_capture_scope\n", 2, "reach"),
+    ("from triton.language import core\nb = core.builtins\n", 2, "reach"),
+    ("import math\nx = math.sqrt.__self__\n", 2, "reach"),
+    ("from kda.runtime.lean_launch import ctypes\n", 1, "reach"),
+    ("import kda.runtime.lean_launch\nx = kda.runtime.lean_launch.ctypes\n", 2, "reach"),
+    # a module is never a value
+    ("import torch\nt = torch\n", 2, "module-value"),
+    ("import torch\nc = torch.cuda\n", 2, "module-value"),
+    ("import triton.language as tl\ndef f():\n    return tl\n", 3, "module-value"),
+    ("import math\nf(math)\n", 2, "module-value"),
+    ("import triton\ndef f(k=triton):\n    pass\n", 2, "module-value"),
+    # builtins that look up, run or open by string or reach namespaces
+    ("x = getattr(y, 'a')\n", 1, "builtin"),
+    ("g = getattr\n", 1, "builtin"),
+    ("setattr(y, 'a', 1)\n", 1, "builtin"),
+    ("delattr(y, 'a')\n", 1, "builtin"),
+    ("v = vars(y)\n", 1, "builtin"),
+    ("g = globals()['torch']\n", 1, "builtin"),
+    ("g = locals()\n", 1, "builtin"),
+    ("d = dir()\n", 1, "builtin"),
+    ("eval('1')\n", 1, "builtin"),
+    ("exec('x = 1')\n", 1, "builtin"),
+    ("c = compile('1', 'f', 'eval')\n", 1, "builtin"),
+    ("f = open('/proc/self/fd/4', 'w')\n", 1, "builtin"),
+    ("m = __import__('os')\n", 1, "builtin"),
+    ("breakpoint()\n", 1, "builtin"),
+    ("s = input()\n", 1, "builtin"),
+    ("C = type('C', (), {})\n", 1, "builtin"),
+    ("t = type\n", 1, "builtin"),
+    ("h = hasattr(y, name)\n", 1, "builtin"),
+    ("h = hasattr(y, '__dict__')\n", 1, "builtin"),
+    # dunder, private and frame / code internals
+    ("c = x.__class__\n", 1, "dunder"),
+    ("g = f.__globals__['os']\n", 1, "dunder"),
+    ("c = f.__code__\n", 1, "dunder"),
+    ("s = object.__subclasses__()\n", 1, "dunder"),
+    ("d = x.__dict__\n", 1, "dunder"),
+    ("object.__setattr__(x, 'a', 1)\n", 1, "dunder"),
+    ("class C:\n    def __init__(self):\n        pass\n\nC.__init__(x)\n", 5, "dunder"),
+    ("b = __builtins__\n", 1, "dunder"),
+    ("s = __spec__\n", 1, "dunder"),
+    ("p = x._private\n", 1, "private"),
+    ("f = g.gi_frame\n", 1, "frame"),
+    ("f = tb.tb_frame.f_back.f_globals\n", 1, "frame"),
+    ("c = f.f_code\n", 1, "frame"),
+    # attributes are never assigned: on a module, through an alias, on anything
+    ("import torch\ntorch.cuda.Event = object\n", 2, "assign"),
+    ("import torch\nt = torch\nt.cuda.Event = object\n", 3, "assign"),
+    ("import triton\nk = triton\nk.knobs.runtime.launch_enter_hook = print\n", 3, "assign"),
+    ("from torch import cuda\ncuda.synchronize = print\n", 2, "assign"),
+    ("import torch\nT = torch.Tensor\nT.sum = len\n", 3, "assign"),
+    ("x.y = 1\n", 1, "assign"),
+    ("x.y += 1\n", 1, "assign"),
+    ("del x.y\n", 1, "assign"),
+    ("for x.y in range(2):\n    pass\n", 1, "assign"),
+    ("x.a, y = 1, 2\n", 1, "assign"),
+    ("class C:\n    def update(self):\n        self.x = 1\n", 3, "assign"),
+    ("class C:\n    def __init__(self, o):\n        self = o\n        self.x = 1\n", 4, "assign"),
+    ("class C:\n    def __init__(self):\n        def g(self):\n            self.x = 1\n", 4, "assign"),
+    # hooks and Triton objects
+    ("import triton\n@triton.jit\ndef k(p):\n    pass\n\nk.add_pre_run_hook(print)\n", 6, "hook"),
+    ("import triton\n@triton.jit\ndef k(p):\n    pass\n\ns = k.fn\n", 6, "hook"),
+    ("import triton\n@triton.jit\ndef k(p):\n    pass\n\nk.run(grid=(1,))\n", 6, "hook"),
+    ("import triton\nc = triton.Config({}, pre_hook=print)\n", 2, "hook"),
+    ("import triton\n@triton.autotune(configs=[], key=[], post_hook=print)\n@triton.jit\ndef k(p):\n    pass\n",
+     2, "hook"),
+    ("launcher.kernel.get_capture_scope()['os']\n", 1, "hook"),
+    ("h = launcher.kernel.pre_run_hooks\n", 1, "hook"),
+    ("launcher.kernel.device_caches.clear()\n", 1, "hook"),
+    # classes
+    ("import torch\nclass T(torch.Tensor):\n    pass\n", 2, "class"),
+    ("class M(type):\n    pass\n", 1, "class"),
+    ("class C(metaclass=M):\n    pass\n", 1, "class"),
+    ("class C:\n    def __del__(self):\n        pass\n", 2, "class"),
+    ("class C:\n    def __torch_function__(self, *a):\n        pass\n", 2, "class"),
+    # a CUDA extension's sources beside the solution
+    ("from kda.runtime.cuda_ext import CudaExtension\nE = CudaExtension('p', '/etc/x.py', 'csrc', ('a.cu',))\n",
+     2, "cuda-ext"),
+    ("from kda.runtime.cuda_ext import CudaExtension\nE = CudaExtension('p', where, 'csrc', ('a.cu',))\n", 2,
+     "cuda-ext"),
+])
+def test_refuses_with_line_and_rule(tmp_path, code, line, rule):
+    found = violations(tmp_path, code)
+    assert any(v.startswith(f"cand.py:{line}: ") and f"(rule {rule}: " in v for v in found), found
+
+
+@pytest.mark.parametrize("code, line, rule", [
+    # the device code is exempt from the host-compute rule only
+    ("import triton\n@triton.jit\ndef k(p):\n    f = getattr(p, 'x')\n", 4, "builtin"),
+    ("import triton\n@triton.jit\ndef k(p):\n    open('/proc/self/fd/4', 'w')\n", 4, "builtin"),
+    ("import triton\nimport triton.language as tl\n@triton.jit\ndef k(p):\n    tl.core.builtins.print(p)\n", 5,
+     "reach"),
+    ("import triton\n@triton.jit\ndef k(p):\n    p.__class__\n", 4, "dunder"),
+    ("import triton\n@triton.jit\ndef k(p):\n    p.x = 1\n", 4, "assign"),
+    ("import triton\n@triton.jit\ndef k(p):\n    import os\n", 4, "import"),
+])
+def test_device_code_keeps_every_rule_but_host_compute(tmp_path, code, line, rule):
+    found = violations(tmp_path, code)
+    assert any(v.startswith(f"cand.py:{line}: ") and f"(rule {rule}: " in v for v in found), found
+
+
+def test_violations_are_in_line_order_and_name_every_rule(tmp_path):
+    found = violations(tmp_path, "import torch\nx.y = 1\nimport os\nz = getattr(x, 'a')\n")
+    assert [v.split(":")[1] for v in found] == ["2", "3", "4"]
+    from kda.harness.static_rules import RULES
+
+    assert all(any(f"(rule {r}: " in v for r in RULES) for v in found)
+
+
+def test_every_real_solution_keeps_the_allowlist():
+    """All seven tasks' solution/ folders, as `kda check TASK --static` reads them."""
+    from kda.core.paths import all_task_dirs
+    from kda.definition.task import Task
+
+    for d in all_task_dirs():
+        task = Task.load(d.name)
+        assert static_violations(task.static_files()) == [], d.name
+
+
+def test_every_file_of_solution_is_checked_whatever_the_candidate_names(tmp_path):
+    from kda.definition.task import Task
+
+    task = Task.load("fuse_scale_shift")
+    own = task.solution_files()
+    cand = tmp_path / "cand.py"
+    cand.write_text("import torch\n")
+    assert task.static_files(cand) == [cand, *own]
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .evil import f\n")
+    (pkg / "evil.py").write_text("import os\n")
+    files = task.static_files(pkg / "__init__.py")
+    assert files[:2] == [pkg / "__init__.py", pkg / "evil.py"] and files[2:] == own
+    assert static_violations(files) == ["evil.py:1: imports 'os' (rule import: os is not an importable module; "
+                                        + static_violations([pkg / "evil.py"])[0].split("importable module; ")[1]]
+    inside = task.path / "solution" / "__init__.py"
+    assert task.static_files(inside) == [inside, *[p for p in own if p != inside]]
 
 
 def test_jit_exemption_does_not_leak_to_host_function(tmp_path):

@@ -2,7 +2,9 @@
 
 Shared by tests/harness/test_exploit_zoo.py (CPU, Triton interpreter) and scripts/gpu_exploit_zoo.py (CUDA).
 Loaded by path (tests/ is not a package). An expectation is judged on runtime reason codes: STATIC is expected
-on nearly every fake and never counts towards (or against) an expectation.
+on nearly every fake and never counts towards (or against) an expectation, except a static fake's (static_*.py):
+an honest kernel plus one trick only its source shows, whose lines are marked `# STATIC: rule...`; STATIC's
+detail must name the first marked line and its rule, and no runtime code may appear.
 """
 from __future__ import annotations
 
@@ -31,8 +33,13 @@ class Expect:
     all_of: tuple[str, ...] = ()
     any_of: tuple[str, ...] = ()
     clean: bool = False
+    static_at: str | None = None       # a static fake: STATIC's detail starts with this "file.py:LINE: "
+    static_rules: tuple[str, ...] = ()  # ... and names one of these rules
 
     def describe(self) -> str:
+        if self.static_at:
+            return f"STATIC at {self.static_at.rstrip(': ')} (rule {'/'.join(self.static_rules)})" + \
+                (", no runtime code" if self.clean else "")
         if self.clean:
             return "no runtime code"
         parts = list(self.all_of)
@@ -43,6 +50,12 @@ class Expect:
     def problem(self, row: dict) -> str | None:
         """None if the row's result meets this expectation, else why not."""
         runtime = [r for r in row["reasons"] if r != STATIC]
+        if self.static_at:
+            said = [d[len(STATIC) + 2:] for d in row["details"] if d.startswith(f"{STATIC}: ")]
+            if not said:
+                return "no STATIC"
+            if not said[0].startswith(self.static_at) or not any(f"(rule {r}:" in said[0] for r in self.static_rules):
+                return f"STATIC said {said[0]!r}, expected {self.static_at}... (rule {'/'.join(self.static_rules)}: ...)"
         if self.clean:
             return None if not runtime else f"expected no runtime code, got {runtime}"
         if row["status"] == "PASS":
@@ -105,6 +118,28 @@ FAKES += (
     Fake("class_swap", Expect(any_of=("LAYOUT", "RETURN", "TAMPER", "UNWRITTEN"))),
     Fake("torch_function_mode", Expect(any_of=("TAMPER", "UNWRITTEN"))),
 )
+
+
+
+def static_marks(path: Path) -> list[tuple[int, tuple[str, ...]]]:
+    """(line, rules) of every line of a static fake marked `# STATIC: rule...`, in order."""
+    return [(i, tuple(line.split("# STATIC: ", 1)[1].split()))
+            for i, line in enumerate(path.read_text().splitlines(), start=1) if "# STATIC: " in line]
+
+
+def static_fake(name: str) -> Fake:
+    """A fake only the static rules can see: rejected with STATIC at its first marked line, nothing at run time."""
+    line, rules = static_marks(ZOO / f"{name}.py")[0]
+    return Fake(name, Expect(clean=True, static_at=f"{name}.py:{line}: ", static_rules=rules))
+
+
+# Bypasses of the static rules while they were a blacklist of names (each passed them): aliases of forbidden modules,
+# lookups by string, assignments through a local alias of a module, hooks on Triton objects, the file system through
+# open / pathlib, builtins reached through an allowed module. Caught since the rules became an allowlist
+# (kda/harness/static_rules.py).
+STATIC_FAKES = ("static_os_sys", "static_logging_threading", "static_logging_time", "static_getattr_string",
+                "static_alias_assign", "static_triton_hook", "static_open_fd", "static_path_write", "static_tl_builtins")
+FAKES += tuple(static_fake(name) for name in STATIC_FAKES)
 
 # Known gaps: exploits the harness does not catch today. Each would be marked xfail(strict=True) by the tests.
 GAPS: tuple = ()

@@ -29,7 +29,6 @@ The constants below are the planner's parameters, each with the measurement behi
 csrc/gn_resident.h are the kernels' limits.
 """
 import math
-from pathlib import Path
 
 import torch
 import triton
@@ -38,8 +37,8 @@ import triton.language as tl
 from kda.runtime.cuda_ext import CudaExtension
 from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
-_EXT = CudaExtension("kda_group_norm_silu", Path(__file__).resolve().with_name("csrc"),
-                     ("binding.cpp", "gn_resident.cu", "gn_held.cu"), ("gn_resident.h", "gn_common.cuh"))
+_EXT = CudaExtension("kda_group_norm_silu", __file__, "csrc", ("binding.cpp", "gn_resident.cu", "gn_held.cu"),
+                     ("gn_resident.h", "gn_common.cuh"))
 
 # --- fused: one launch ---------------------------------------------------------------------------------------------
 _FUSED_MAX_GROUP = 1 << 18   # groups smaller than this: one program per group (one launch)
@@ -1028,11 +1027,11 @@ def triton_group_norm_silu(x, weight, bias, num_groups, eps=1e-5, *, out=None):
 
 def apply_group_norm_silu(x, norm, activation, *, out=None):
     """Drop-in for sglang's apply_group_norm_silu(x, norm: nn.GroupNorm, activation: nn.SiLU)."""
-    if type(activation).__name__ != "SiLU" or getattr(activation, "inplace", False):
+    if type(activation).__name__ != "SiLU" or (hasattr(activation, "inplace") and activation.inplace):
         raise ValueError("apply_group_norm_silu: activation must be a non-inplace nn.SiLU")
     if not hasattr(norm, "num_groups") or not hasattr(norm, "eps"):
         raise ValueError("apply_group_norm_silu: norm must be an nn.GroupNorm")
-    affine = getattr(norm, "affine", True)
+    affine = norm.affine if hasattr(norm, "affine") else True
     weight = norm.weight if affine else None
     bias = norm.bias if affine else None
     return _group_norm_silu(x, weight, bias, norm.num_groups, norm.eps, out)
