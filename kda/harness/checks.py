@@ -32,7 +32,8 @@ CRASH = "CRASH"
 TIMEOUT = "TIMEOUT"
 INVALID = "INVALID"              # faster than the datasheet memory bandwidth allows
 FORGED = "FORGED"                # a result line the worker did not write or that answers another request (its tag,
-                                 # row, sequence number or nonce does not match): the row fails, the worker is replaced
+                                 # row, sequence number or nonce does not match: the row fails, the worker is replaced),
+                                 # or a worker report the parent's own check of the outputs contradicts (recheck.py)
 
 
 def poison_(t: torch.Tensor, finite: torch.Generator | None = None) -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kda.core.errors import KdaError
 from kda.core.gpu import datasheet_tbps, gpu_slug
 from kda.harness import checks as C
-from kda.harness import channel, provenance, results_file
+from kda.harness import channel, provenance, recheck, results_file
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
 from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
@@ -77,6 +78,9 @@ class Worker:
         os.close(res_w)
         self.cmd = self.proc.stdin
         self.res = res_r
+        # CPU runs: each row's checked outputs come back in a file of this private folder for the parent's own check
+        # (recheck.py). On a GPU not yet: the worker's statistics stand there (docs/harness.md, Threat model).
+        self.outputs_dir = Path(tempfile.mkdtemp(prefix="kda-outputs-")) if opts.device == "cpu" else None
         self.buf = b""
         self.seq = 0
         self.expect: dict = {}
@@ -84,6 +88,10 @@ class Worker:
         self.open_line = channel.opener(key)
         # The first command, read before the worker imports any task or candidate code: the key and the result fd.
         self.request({"cmd": "start", "key": key.hex(), "result_fd": res_w})
+
+    def outputs_path(self) -> Path | None:
+        """A fresh file name in the private folder, for one row's hand-over; None where the parent does not check."""
+        return None if self.outputs_dir is None else self.outputs_dir / f"{self.seq + 1}-{channel.new_nonce()}.pt"
 
     def request(self, msg: dict, **expect) -> None:
         """Send one command with a fresh sequence number and nonce; the next reply must echo them (and `expect`)."""
@@ -145,6 +153,8 @@ class Worker:
             pass
         # The log's tail already went into any CRASH record that needed it.
         Path(self.log.name).unlink(missing_ok=True)
+        if self.outputs_dir is not None:
+            shutil.rmtree(self.outputs_dir, ignore_errors=True)
 
 def _rounded(values, digits: int = 4):
     return None if values is None else [None if v is None else round(v, digits) for v in values]
@@ -174,6 +184,8 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     cfg = task.cfg
     bench = opts.mode == "bench"
     smi_before = provenance.nvidia_smi() if opts.device == "cuda" else None
+    # The adapter and oracle the parent judges with, loaded from their files before any candidate code has run.
+    _ = (task.adapter, task.oracle)
     worker, hello = _start(task, opts, salt, copy_bw=bench)
     gpu = hello.get("gpu", {})
     slug = gpu_slug(gpu["name"]) if gpu else "cpu"
@@ -187,14 +199,22 @@ def run_task(task: Task, opts: RunOptions) -> dict:
             job = bar.add_task(f"{opts.mode} {task.name}" + (" (A/A)" if opts.aa else ""), total=len(rows), row="")
             for row in rows:
                 bar.update(job, row=row.id)
-                worker.request({"cmd": "row", "row": row.id}, type="row", id=row.id)
+                hand_over = worker.outputs_path()
+                worker.request({"cmd": "row", "row": row.id, **({"outputs": str(hand_over)} if hand_over else {})},
+                               type="row", id=row.id)
                 raw = worker.receive(timeout=cfg["bench"]["row_timeout_s"])
+                if hand_over is not None and raw is not None and raw.get("type") == "row" and not raw.get("crash"):
+                    raw = recheck.recheck_row(task, row, raw, hand_over, salt, opts.mode)
+                    hand_over.unlink(missing_ok=True)
+                replace = raw is None or raw.get("type") != "row" or bool(raw.get("forged") or raw.get("contradicted"))
                 if raw is None or raw.get("type") != "row":
-                    # A refused line (FORGED) fails the row; the worker that let it through is never asked again.
                     kind = "timeout" if raw is None else "forged" if raw.get("type") == "forged" else "crash"
                     why = (f"no answer within {cfg['bench']['row_timeout_s']:.0f} s" if raw is None
                            else raw["why"] if kind == "forged" else "the worker died:\n" + worker.log_tail())
                     raw = {"type": "row", "id": row.id, kind: why, "checks": [], "arms": {}}
+                if replace:
+                    # A refused line or a report the parent's own check contradicts (FORGED) fails the row, and the
+                    # worker that let it through is never asked again.
                     worker.close(kill=True)
                     worker, _ = _start(task, opts, salt, copy_bw=False)
                 results.append(_decide(task, row, raw, static, copy_tbps, datasheet, opts, gpu.get("l2_bytes")))

@@ -40,6 +40,8 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
         lines = raw["crash"].strip().splitlines()
         add(C.CRASH, lines[-1][:300] if lines else "the worker crashed without a message")
         return reasons, details
+    for why in raw.get("contradicted", []):  # the parent's own check of the outputs (recheck.py) disagreed
+        add(C.FORGED, f"the worker's report contradicted: {why}")
     base_by_trial = {r["trial"]: r for r in _arm_checks(raw, "baseline")}
     k, floor = cfg["check"]["k_error_ratio"], cfg["check"]["error_floor"]
     for rec in _arm_checks(raw, "candidate"):

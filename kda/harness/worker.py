@@ -7,6 +7,8 @@ and raw error statistics of every check. Pass/fail, statistics and the results f
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import json
 import os
 import random
@@ -30,6 +32,8 @@ from kda.harness.checks import restore_views as _restore_views  # noqa: E402
 from kda.harness.checks import shift_floats_ as _shift_floats  # noqa: E402
 from kda.harness.checks import snapshot_inputs as _snapshot_inputs  # noqa: E402
 from kda.harness.checks import written_outside_views as _written_outside  # noqa: E402
+_save = torch.save  # noqa: E402  (the checked outputs handed to the parent: bound before the candidate loads)
+_sha256 = hashlib.sha256  # noqa: E402
 from kda.definition.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
 from kda.harness.peers import peer_call, peer_math  # noqa: E402
@@ -138,6 +142,9 @@ class RowRunner:
         self.device = torch.device(args.device)
         self.gpu = self.device.type == "cuda"
         self.baseline_skipped: str | None = None  # why the baseline arm does not run on this device, if it does not
+        # Where the parent asked for them: every checked call's outputs and the inputs' storages right after it, handed
+        # over at the end of the row for the parent's own check (kda/harness/recheck.py); None: not asked.
+        self.kept: list[dict] | None = None
 
     # -- inputs -------------------------------------------------------------------------------------------
     def build(self, row):
@@ -226,6 +233,7 @@ class RowRunner:
             outs = self.out if writes_inputs else ret
         with torch._C.DisableTorchFunction():
             copies = {k: (torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else v) for k, v in outs.items()}
+        self._keep(record, copies)
         record["tampered"] = tampered + self.tamper.changed()
         if record["tampered"]:
             self.tamper.restore()
@@ -250,6 +258,7 @@ class RowRunner:
             return self._check_inplace_replay(trial)
         with torch._C.DisableTorchFunction():
             copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
+        self._keep({"arm": "candidate", "trial": trial, "phase": 2}, copies)
         ref = self.reference(self.row, self.inputs)
         return {"arm": "candidate", "trial": trial, "phase": 2, "outputs": self._compare_all(copies, ref)}
 
@@ -277,6 +286,7 @@ class RowRunner:
         tampered = self._reset_torch_state()
         with torch._C.DisableTorchFunction():
             copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
+        self._keep({"arm": "candidate", "trial": trial, "phase": phase}, copies)
         if self.gpu:
             torch.cuda.synchronize()
         inplace = self.cfg["check"]["inplace"]
@@ -285,6 +295,26 @@ class RowRunner:
         record["outputs"] = self._compare_all(copies, self.reference(self.row, _restore_views(self.inputs, snaps)))
         _restore_inputs(self.inputs, snaps)
         return record
+
+    def _keep(self, record: dict, copies: dict) -> None:
+        """For the parent's own check: this call's output copies and every input's whole storage as it is now."""
+        if self.kept is None:
+            return
+        self.kept.append({"arm": record["arm"], "trial": record["trial"], "phase": record["phase"],
+                          "outputs": {k: (v if isinstance(v, torch.Tensor) else None) for k, v in copies.items()},
+                          "inputs": _snapshot_inputs(self.inputs)})
+
+    def hand_over(self, path: str) -> str:
+        """Write the kept calls to `path` (a new file the parent named; refused if anything is already there) and
+        return the sha256 of its bytes, which goes into the authenticated row answer."""
+        buf = io.BytesIO()
+        _save(self.kept, buf)
+        data = buf.getvalue()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        self.kept = None
+        return _sha256(data).hexdigest()
 
     def _compare_all(self, copies: dict, ref: dict) -> dict:
         stats = {}
@@ -340,8 +370,10 @@ class RowRunner:
             result["notes"].append(f"profiler unavailable, kernel-origin check skipped: {e}")
 
     # -- one row ------------------------------------------------------------------------------------------
-    def run(self, row, mode: str) -> dict:
+    def run(self, row, mode: str, hand_over: str | None = None) -> dict:
+        """One row. `hand_over`: a path the parent chose, where the row's checked outputs go for its own check."""
         bench = mode == "bench"
+        self.kept = [] if hand_over else None
         b = self.cfg["bench"]
         result = {"type": "row", "id": row.id, "arms": {}, "checks": [], "notes": [], "arm_errors": {}}
         if self.baseline_skipped:
@@ -437,6 +469,8 @@ class RowRunner:
                 result["arms"][n] = samples[n]
                 result["arms"][n]["graph_error"] = graphs[n].error
         del self.arms
+        if hand_over:
+            result["outputs_sha256"] = self.hand_over(hand_over)
         return result
 
 
@@ -540,7 +574,7 @@ def main(argv=None) -> None:
         if cmd.get("cmd") == "quit":
             break
         try:
-            reply(cmd, runner.run(rows[cmd["row"]], args.mode))
+            reply(cmd, runner.run(rows[cmd["row"]], args.mode, cmd.get("outputs")))
         except Exception:  # noqa: BLE001
             reply(cmd, {"type": "row", "id": cmd.get("row"), "crash": traceback.format_exc()[-4000:]})
         finally:
