@@ -323,10 +323,83 @@ def _decorated_by_device(fn: ast.AST, aliases: dict[str, str]) -> bool:
     return False
 
 
+class _Package:
+    """The solution's own modules, for names that come through a relative import: `from .impl import torch` is torch,
+    and `helper.torch.sys` (with `from . import helper`) is a chain from torch like any other."""
+
+    def __init__(self):
+        self._aliases: dict[Path, dict[str, str]] = {}
+
+    def aliases(self, path: Path) -> dict[str, str]:
+        if path not in self._aliases:
+            try:  # the absolute imports first: a cycle of relative imports ends on them
+                self._aliases[path] = _aliases(ast.parse(path.read_text(), filename=str(path)))
+            except (OSError, SyntaxError, ValueError):
+                self._aliases[path] = {}
+            self._aliases[path].update(self._relative(path))
+        return self._aliases[path]
+
+    def _relative(self, path: Path) -> dict[str, str]:
+        """Names a file binds by relative imports that are imported modules' names (canonical) or own modules
+        ("own:<file>")."""
+        out: dict[str, str] = {}
+        try:
+            tree = ast.parse(path.read_text(), filename=str(path))
+        except (OSError, SyntaxError, ValueError):
+            return out
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                source = _module_file(path.parent, node.module) if node.module else path.parent / "__init__.py"
+                for a in node.names:
+                    if a.name == "*" or source is None:
+                        continue
+                    found = self.export(source, a.name)
+                    if found:
+                        out[a.asname or a.name] = found
+        return out
+
+    def export(self, source: Path, name: str, depth: int = 0) -> str | None:
+        """What `name` of the own module `source` is: a canonical dotted name, "own:<file>" (a module of the
+        package), or None (a value the module defines)."""
+        if depth > 8:
+            return None
+        if source.name == "__init__.py":
+            sub = _module_file(source.parent, name)
+            if sub is not None:
+                return f"own:{sub}"
+        if not source.is_file():
+            return None
+        return self.aliases(source).get(name)
+
+    def resolve(self, head: str, rest: list[str], aliases: dict[str, str]) -> tuple[str, int] | None:
+        """A chain `head.rest...` whose head is an own module: (canonical chain, 0) where it reaches an imported
+        module's name, ("own:<file>", 0) where it ends on an own module, ("", i) where segment i is a value of an
+        own module (the attributes from there on are plain ones)."""
+        current = aliases[head]
+        for i, seg in enumerate(rest):
+            if not current.startswith("own:"):
+                return ".".join([current, *rest[i:]]), 0
+            found = self.export(Path(current[4:]), seg)
+            if found is None:
+                return "", i
+            current = found
+        return current, 0
+
+
+def _module_file(directory: Path, dotted: str) -> Path | None:
+    p = directory.joinpath(*dotted.split("."))
+    if p.with_suffix(".py").is_file():
+        return p.with_suffix(".py")
+    if (p / "__init__.py").is_file():
+        return p / "__init__.py"
+    return None
+
+
 class _Checker:
-    def __init__(self, path: Path, tree: ast.AST):
+    def __init__(self, path: Path, tree: ast.AST, package: _Package | None = None):
         self.path, self.tree = path, tree
-        self.aliases = _aliases(tree)
+        self.package = package or _Package()
+        self.aliases = dict(self.package.aliases(path))
         self.parent: dict[int, ast.AST] = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
@@ -400,6 +473,8 @@ class _Checker:
             if node.level > 1:
                 self.add(node, f"imports from {'.' * node.level}{node.module or ''}", "import",
                          "a relative import stays inside the solution package (one dot)")
+            elif any(a.name == "*" for a in node.names):
+                self.add(node, f"imports * from .{node.module or ''}", "import", "names are imported one by one")
             return
         module = node.module or ""
         problem = import_problem(module)
@@ -443,11 +518,36 @@ class _Checker:
 
     def chain(self, node: ast.AST) -> None:
         written = _dotted(node)
-        name = _resolve(written, self.aliases)
-        found = chain_problem(name, as_value=True) if name else None
+        name = self._canonical(written)
+        if name is None:
+            return
+        if name.startswith("own:"):
+            self.add(node, f"uses {written}", "module-value", f"{written} is a module of the solution")
+            return
+        found = chain_problem(name, as_value=True)
         if found:
             shown = written if written == name else f"{written} (= {name})"
             self.add(node, f"uses {shown}", *found)
+
+    def _canonical(self, written: str | None) -> str | None:
+        """The canonical chain of a chain rooted at an imported name; None where it ends on an own module's value."""
+        if not written:
+            return None
+        head, *rest = written.split(".")
+        base = self.aliases.get(head, head)
+        if base.startswith("own:"):
+            name, plain = self.package.resolve(head, rest, self.aliases)
+            return name or None
+        return ".".join([base, *rest])
+
+    def _own_value_depth(self, root: str) -> int | None:
+        """For a chain through own modules into a value they define: how many segments after the head name own
+        modules (the attribute there and below are plain attributes)."""
+        head, *rest = root.split(".")
+        if not self.aliases.get(head, "").startswith("own:"):
+            return None
+        name, plain = self.package.resolve(head, rest, self.aliases)
+        return plain if name == "" else None
 
     def attribute(self, node: ast.Attribute) -> None:
         root = _dotted(node)
@@ -458,10 +558,14 @@ class _Checker:
                 verb = "deletes" if isinstance(node.ctx, ast.Del) else "assigns"
                 self.add(node, f"{verb} {shown}", "assign")
             return
-        if imported:  # a chain from an imported module: the allowlist decides, once, on the whole chain
-            if self._chain_top(node):
-                self.chain(node)
-            return
+        if imported:
+            depth = self._own_value_depth(root)
+            if depth is None or len(root.split(".")) - 1 <= depth:
+                # a chain from an imported module: the allowlist decides, once, on the whole chain
+                if self._chain_top(node):
+                    self.chain(node)
+                return
+            # past a value the solution's own module defines: a plain attribute
         attr = node.attr
         if "hook" in attr.lower() or attr in TRITON_DOORS:
             self.add(node, f"reads .{attr}", "hook")
@@ -511,6 +615,7 @@ class _Checker:
 def static_violations(files: list[Path]) -> list[str]:
     """Human-readable violations, each naming file:line and the rule, in file order then line order."""
     found = []
+    package = _Package()
     for path in files:
         if path.suffix != ".py":
             continue
@@ -519,5 +624,5 @@ def static_violations(files: list[Path]) -> list[str]:
         except SyntaxError as e:
             found.append(f"{path.name}:{e.lineno}: does not parse: {e.msg} (rule syntax: {RULES['syntax']})")
             continue
-        found += _Checker(path, tree).run()
+        found += _Checker(path, tree, package).run()
     return list(dict.fromkeys(found))

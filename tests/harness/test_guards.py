@@ -329,6 +329,33 @@ def test_violations_are_in_line_order_and_name_every_rule(tmp_path):
     assert all(any(f"(rule {r}: " in v for r in RULES) for v in found)
 
 
+def test_chains_through_the_solutions_own_modules_are_chains_from_what_they_imported(tmp_path):
+    """`from . import helper` then `helper.torch.sys`, or `from .helper import torch as t`: a relative import hands
+    over what the other module imported, and the allowlist follows it."""
+    pkg = tmp_path / "solution"
+    pkg.mkdir()
+    (pkg / "helper.py").write_text("import torch\nimport triton.language as tl\nfrom . import inner\n\n\n"
+                                   "def f():\n    return 1\n")
+    (pkg / "inner.py").write_text("import math\n")
+    (pkg / "__init__.py").write_text(textwrap.dedent("""\
+        from . import helper
+        from .helper import torch as t
+        from .helper import f
+        helper.torch.sys.setprofile(None)
+        t.os.system("true")
+        b = helper.tl.core.builtins
+        g = helper.f.__globals__
+        m = helper.inner.math
+        run(helper)
+        ok = helper.f() + f() + helper.inner.math.pi + t.empty(1).numel() + helper.torch.float32.itemsize
+        from . import *
+        """))
+    found = static_violations(sorted(pkg.glob("*.py")))
+    rules = {int(v.split(":")[1]): v.split("(rule ")[1].split(":")[0] for v in found}
+    assert rules == {4: "reach", 5: "reach", 6: "reach", 7: "dunder", 8: "module-value", 9: "module-value",
+                     11: "import"}, found
+
+
 def test_every_real_solution_keeps_the_allowlist():
     """All seven tasks' solution/ folders, as `kda check TASK --static` reads them."""
     from kda.core.paths import all_task_dirs
