@@ -1,5 +1,6 @@
 """kda/cli.py: the command line, end to end in a subprocess (no GPU needed)."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,21 @@ def test_check_static_passes_the_solution_and_names_a_broken_rule(tmp_path):
     bad.write_text("import ctypes\n\n\ndef fuse_scale_shift_kernel(x, scale, shift, *a, out=None):\n    return out\n")
     p = kda("check", "fuse_scale_shift", "--static", "--candidate", str(bad))
     assert p.returncode == 1 and "imports_ctypes.py:1: imports 'ctypes'" in p.stdout, p.stdout
+
+
+def test_check_static_reads_every_file_of_solution_whatever_the_candidate_names(tmp_path):
+    root = tmp_path / "root"
+    dst = root / "diffusion" / "kernels" / "fuse_scale_shift"
+    shutil.copytree(ROOT / "diffusion" / "kernels" / "fuse_scale_shift", dst,
+                    ignore=shutil.ignore_patterns("results", "docs", "__pycache__"))
+    (root / "pyproject.toml").write_text("")
+    (dst / "solution" / "unused.py").write_text("import torch\n\nt = torch\n")
+    p = kda("check", "fuse_scale_shift", "--static", "--candidate", str(ROOT / "tests/zoo/static_logging_time.py"),
+            KDA_ROOT=str(root))
+    assert p.returncode == 1
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("fuse_scale_shift: static_logging_time.py:11: imports 'logging' (rule import: "), lines
+    assert any(line.startswith("fuse_scale_shift: unused.py:3: uses torch (rule module-value: ") for line in lines)
 
 
 def test_bench_without_gpu_exits_2():

@@ -91,6 +91,10 @@ FRAME_ATTRS = {"f_globals", "f_locals", "f_back", "f_builtins", "f_code", "f_tra
 # Triton objects a candidate never opens, whatever name holds them (besides any attribute or keyword naming a hook)
 TRITON_DOORS = {"get_capture_scope", "device_caches", "used_global_vals", "knobs", "cache_hook", "preload",
                 "launch_metadata"}
+# Clocks and events, whatever object they are reached through (a stream's record_event, an event's elapsed_time):
+# a candidate that times itself can tell timed calls from checked ones
+TIMER_ATTRS = {"record_event", "elapsed_time", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+               "time_ns", "process_time", "process_time_ns", "thread_time", "thread_time_ns"}
 KERNEL_ATTRS = {"warmup"}  # the one attribute of a solution's own Triton kernel it may read (kernel[grid](...) aside)
 SPECIAL_METHODS = {"__del__", "__torch_function__", "__torch_dispatch__", "__init_subclass__", "__class_getitem__",
                    "__set_name__"}
@@ -126,6 +130,7 @@ RULES = {
     "assign": "attributes are never assigned or deleted, on a module, a class, a Triton object or anything else "
               "(self.name in __init__ of the solution's own class aside): state lives in the solution's own dicts",
     "hook": "a Triton kernel is launched and warmed up (.warmup), never hooked or opened",
+    "timer": "clocks and events belong to the harness (record_event, elapsed_time, perf_counter, monotonic...)",
     "class": "a class derives from the solution's own classes, object, an exception or NamedTuple, without a "
              "metaclass or a finalizer / torch-function / subclass hook",
     "compute": "tensor compute on the host path (allocation, views and metadata are fine)",
@@ -582,6 +587,8 @@ class _Checker:
             self.add(node, f"reads .{attr}", "private")
         elif attr in FRAME_ATTRS:
             self.add(node, f"reads .{attr}", "frame")
+        elif attr in TIMER_ATTRS:
+            self.add(node, f"reads .{attr}", "timer")
 
     # calls and classes
     def call(self, node: ast.Call) -> None:

@@ -265,6 +265,10 @@ def test_allowlist_passes_what_solutions_use(tmp_path):
     ("f = g.gi_frame\n", 1, "frame"),
     ("f = tb.tb_frame.f_back.f_globals\n", 1, "frame"),
     ("c = f.f_code\n", 1, "frame"),
+    # clocks and events through any object
+    ("import torch\ndef f(x):\n    e = torch.cuda.current_stream().record_event()\n", 3, "timer"),
+    ("t = start.elapsed_time(end)\n", 1, "timer"),
+    ("t = clock.perf_counter_ns()\n", 1, "timer"),
     # attributes are never assigned: on a module, through an alias, on anything
     ("import torch\ntorch.cuda.Event = object\n", 2, "assign"),
     ("import torch\nt = torch\nt.cuda.Event = object\n", 3, "assign"),
