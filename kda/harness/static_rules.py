@@ -437,7 +437,7 @@ class _Checker:
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == me:
                         if isinstance(n.ctx, ast.Load):
                             self.own_self[id(n)] = "load"
-                        elif fn.name == "__init__":
+                        elif fn.name == "__init__" and not n.attr.startswith("__"):
                             self.own_self[id(n)] = "store"
 
     def add(self, node: ast.AST, what: str, rule: str, why: str | None = None) -> None:

@@ -281,6 +281,7 @@ def test_allowlist_passes_what_solutions_use(tmp_path):
     ("for x.y in range(2):\n    pass\n", 1, "assign"),
     ("x.a, y = 1, 2\n", 1, "assign"),
     ("class C:\n    def update(self):\n        self.x = 1\n", 3, "assign"),
+    ("class C:\n    def __init__(self):\n        self.__class__ = D\n", 3, "assign"),
     ("class C:\n    def __init__(self, o):\n        self = o\n        self.x = 1\n", 4, "assign"),
     ("class C:\n    def __init__(self):\n        def g(self):\n            self.x = 1\n", 4, "assign"),
     # hooks and Triton objects
