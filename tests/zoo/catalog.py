@@ -119,6 +119,13 @@ FAKES += (
     Fake("torch_function_mode", Expect(any_of=("TAMPER", "UNWRITTEN"))),
 )
 
+# Forged results: the candidate writes PASS row lines into the worker's result pipe, found in /proc/self/fd (it passed
+# every row while the parent took the next line on trust). Caught since every result line is authenticated and answers
+# one request (kda/harness/channel.py); the static rules also refuse its imports. tests/harness/test_result_channel.py
+# runs it with the static rules off, and a thief of the key (tests/zoo/channel/steals_key.py) against the parent's
+# own check of the outputs.
+FAKES += (Fake("forges_results", Expect(all_of=("FORGED",))),)
+
 
 
 def static_marks(path: Path) -> list[tuple[int, tuple[str, ...]]]:
