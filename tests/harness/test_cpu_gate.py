@@ -21,7 +21,7 @@ TRITON_TASKS = [p.name for p in all_task_dirs() if Task.load(p).cfg["task"]["can
 
 def _picked(task: Task, full: bool):
     rows = task.select(cpu_only=True)
-    return rows if full else representative(rows, 5)
+    return rows if full else representative(rows, 4)
 
 
 @pytest.fixture(scope="module")
