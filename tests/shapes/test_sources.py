@@ -17,7 +17,7 @@ SOURCES = ROOT / "diffusion" / "shapes" / "SOURCES.md"
 OUTSIDE = [
     (re.compile(r"\.\./shared\b"), "a path outside the repository (../shared)"),
     (re.compile(r"(?<![\w./-])shared/"), "a path outside the repository (shared/)"),
-    (re.compile(r"/work/shared\b"), "a path outside the repository (/work/shared)"),
+    (re.compile(r"(?<![\w.])/(?:[\w.-]+/)+shared\b"), "an absolute path to a folder outside the repository"),
     (re.compile(r"\banchors\b", re.IGNORECASE), "the out-of-repo anchors notes"),
     (re.compile(r"\bkda-pilot\.md\b", re.IGNORECASE), "the out-of-repo KDA-Pilot research note"),
     (re.compile(r"\bresearch notes?\b", re.IGNORECASE), "out-of-repo research notes"),
