@@ -19,9 +19,21 @@ from __future__ import annotations
 
 import ast
 import importlib
+import threading
 import types
 from functools import lru_cache
 from pathlib import Path
+
+# CPython 3.11's AST constructor is not safe across threads ("AST constructor recursion depth mismatch"): the
+# exploit zoo and the CPU gate check several candidates at once from a thread pool, so parses take turns.
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse(path: Path) -> ast.AST:
+    source = path.read_text()
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=str(path))
+
 
 # ---- the allowlist -----------------------------------------------------------------------------------------------
 
@@ -338,7 +350,7 @@ class _Package:
     def aliases(self, path: Path) -> dict[str, str]:
         if path not in self._aliases:
             try:  # the absolute imports first: a cycle of relative imports ends on them
-                self._aliases[path] = _aliases(ast.parse(path.read_text(), filename=str(path)))
+                self._aliases[path] = _aliases(_parse(path))
             except (OSError, SyntaxError, ValueError):
                 self._aliases[path] = {}
             self._aliases[path].update(self._relative(path))
@@ -349,7 +361,7 @@ class _Package:
         ("own:<file>")."""
         out: dict[str, str] = {}
         try:
-            tree = ast.parse(path.read_text(), filename=str(path))
+            tree = _parse(path)
         except (OSError, SyntaxError, ValueError):
             return out
         for node in ast.walk(tree):
@@ -627,7 +639,7 @@ def static_violations(files: list[Path]) -> list[str]:
         if path.suffix != ".py":
             continue
         try:
-            tree = ast.parse(path.read_text(), filename=str(path))
+            tree = _parse(path)
         except SyntaxError as e:
             found.append(f"{path.name}:{e.lineno}: does not parse: {e.msg} (rule syntax: {RULES['syntax']})")
             continue

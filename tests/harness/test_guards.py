@@ -612,3 +612,17 @@ def test_gap_tamper_watch_misses_tensor_sum_override():
             delattr(torch.Tensor, name)
     assert C.check_reasons(C.compare(garbage, ref, (100,), torch.float32, 1e-3, 1e-3)) == [C.MISMATCH]
     assert detected or not fooled
+
+
+def test_static_rules_run_from_many_threads_at_once():
+    """The zoo and the CPU gate check candidates from a thread pool; CPython 3.11's AST constructor raised
+    SystemError ("recursion depth mismatch") when two threads parsed at once (seen in CI): parses take turns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kda.definition.task import Task
+
+    files = Task.load("fuse_scale_shift").static_files(None)
+    want = static_violations(files)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda _: static_violations(files), range(8)))
+    assert all(g == want for g in got)
