@@ -16,29 +16,13 @@ import pytest
 SAMPLE_EVERY = 4
 
 
-from grid import complete as _complete  # tests/support (pythonpath)
+def _complete(config) -> bool:
+    """Slow tests run whole when the marker expression names them (`-m slow`, `-m "slow or not slow"`)."""
+    return "slow" in (config.getoption("markexpr", "") or "")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds on a CPU; sampled unless `-m slow` is given")
-
-
-def pytest_collection_finish(session):
-    """Start the worker-bound jobs of the selected tests' modules (tests/support/early.py)."""
-    import early
-
-    by_module: dict = {}
-    for item in session.items:
-        by_module.setdefault(getattr(item, "module", None), []).append(item)
-    for module, items in by_module.items():
-        if hasattr(module, "early_jobs"):
-            early.start(module.early_jobs(items, session.config))
-
-
-def pytest_sessionfinish(session):
-    import early
-
-    early.shutdown()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -4,12 +4,12 @@ A baseline that is not Triton (CUDA, CuTe DSL) cannot run there: its arm is skip
 candidate is held to the oracle alone. Spawns one worker per task (TRITON_INTERPRET=1). The default run checks each
 task's covering sample of CPU rows (kda/definition/sample.py: every entry point, dtype, layout and distribution of
 the grid); `pytest -m slow` checks every CPU row. The tasks' workers run a few at a time, as the exploit zoo's do:
-each is a single-threaded interpreter in a process of its own, started with the session (tests/support/early.py)
-so they run beside the single-threaded rest of the suite.
+each is a single-threaded interpreter in a process of its own.
 """
-import early
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from grid import complete
 
 from kda.definition.sample import representative
 from kda.harness.runner import RunOptions, run_task
@@ -24,27 +24,28 @@ def _picked(task: Task, full: bool):
     return rows if full else representative(rows, 4)
 
 
-def _gate(name: str, full: bool):
-    def run():
+@pytest.fixture(scope="module")
+def gate_runs(full_grid) -> dict:
+    """task name -> run_task output (or the exception it raised), every task's gate started up front."""
+
+    def one(name):
         task = Task.load(name)
-        return run_task(task, RunOptions(mode="check", device="cpu", write=False, quiet=True, salt=7,
-                                         rows=[r.id for r in _picked(task, full)]))
-    return run
+        try:
+            return name, run_task(task, RunOptions(mode="check", device="cpu", write=False, quiet=True, salt=7,
+                                                   rows=[r.id for r in _picked(task, full_grid)]))
+        except Exception as e:  # noqa: BLE001 - reported by the test of that task
+            return name, e
 
-
-def early_jobs(items, config) -> dict:
-    """Every selected task's gate, started with the session (tests/support/early.py)."""
-    full = complete(config)
-    return {("cpu-gate", i.callspec.params["name"], full): _gate(i.callspec.params["name"], full)
-            for i in items if hasattr(i, "callspec") and "name" in i.callspec.params}
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        return dict(pool.map(one, TRITON_TASKS))
 
 
 @pytest.mark.slow(inside=True)
 @pytest.mark.parametrize("name", TRITON_TASKS)
-def test_cpu_gate_passes_every_cpu_row(name, full_grid):
+def test_cpu_gate_passes_every_cpu_row(name, full_grid, gate_runs):
     task = Task.load(name)
     picked = _picked(task, full_grid)
-    out = early.take(("cpu-gate", name, full_grid), _gate(name, full_grid))
+    out = gate_runs[name]
     if isinstance(out, BaseException):
         raise out
     failed = {r["id"]: r["details"] for r in out["rows"] if r["status"] != "PASS"}

@@ -8,8 +8,3 @@ def sample(cases, full: bool, every: int = SAMPLE_EVERY) -> list:
     """All of `cases` when `full`, else the first and every `every`-th after it: deterministic, never empty."""
     cases = list(cases)
     return cases if full else cases[::every]
-
-
-def complete(config) -> bool:
-    """Slow tests run whole when the marker expression names them (`-m slow`, `-m "slow or not slow"`)."""
-    return "slow" in (config.getoption("markexpr", "") or "")
