@@ -5,7 +5,7 @@ A benchmark row pays for compilation that has nothing to do with what it times, 
   seconds each, landing in .kda-cache/tvm-ffi;
 - the torch.compile peer is compiled afresh for every row (peers.peer_call resets dynamo per row). On
   group_norm_silu that is most of the benchmark's time: 92 s for the A/A run (no peers) against 429 s with them
-  (H200, results/h200*.jsonl).
+  (H200, results/h200*.jsonl.gz).
 This makes each build once, every row in its own process, N at a time, so the builds land in the caches together
 (the baseline's own, and Inductor's FX-graph and Triton caches for the peer) and the benchmark finds them there.
 The peer is compiled exactly as the worker compiles it (peers.peer_call on the oracle's peer math, autograd off):
