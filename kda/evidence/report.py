@@ -100,10 +100,6 @@ def rows_below_one(entry: dict | None) -> str:
     return "-" if not entry else f"{entry['rows_ci_below_1']}/{entry['rows']}"
 
 
-def _gpu_short(f: ResultsFile) -> str:
-    return f.provenance["gpu"]["name"].replace("NVIDIA ", "").replace(" 80GB HBM3", "")
-
-
 READ_RIGHT = ("**Kernel vs best peer** is `graph_us` (CUDA-graph replay: the kernels alone) over the fastest of upstream, "
               "torch.compile and eager PyTorch on each row: what a user who captures graphs, as serving engines do, gains "
               "over the best they could run instead. **Eager call vs upstream** is `device_us` (back-to-back calls, host "
@@ -123,7 +119,7 @@ def readme_table(results: dict[Path, list[ResultsFile]]) -> str:
             eager = (m.get("device_us") or {}).get("vs_baseline")
             rel = task_dir.relative_to(repo_root())
             lines.append(
-                f"| [{f.task}]({rel}/docs/results.md) | {_gpu_short(f)} | {s['rows_passed']}/{s['rows_total']} "
+                f"| [{f.task}]({rel}/docs/results.md) | {f.gpu.upper()} | {s['rows_passed']}/{s['rows_total']} "
                 f"| {_ci(kernel)} | {_ci(eager)} | {rows_below_one(kernel)} "
                 f"| {f.provenance['time_utc'][:10]} `{(f.provenance.get('commit') or '?')[:7]}`"
                 f"{' (dirty)' if f.provenance.get('dirty') else ''} |")

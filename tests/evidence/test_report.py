@@ -222,7 +222,7 @@ def test_the_readme_leads_with_kernel_vs_best_peer_beside_eager_call_vs_upstream
     files = [report.load_results(p) for p in _committed_results(aa=False)]
     for f in files:
         m = f.summary["metrics"]
-        line = next(r for r in rows if f"[{f.task}]" in r and f" {report._gpu_short(f)} " in r).split(" | ")
+        line = next(r for r in rows if f"[{f.task}]" in r and f" {f.gpu.upper()} " in r).split(" | ")
         assert line[kernel] == report._ci(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
         assert line[eager] == report._ci(m["device_us"]["vs_baseline"]), (f.task, f.gpu)
         assert line[below] == report.rows_below_one(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
