@@ -18,7 +18,17 @@ from kda.definition.config import DTYPES
 from kda.core.errors import KdaError
 from kda.core.schema import Field, ListOf, MapOf, one_of, validate
 
-DISTRIBUTIONS = ("normal", "uniform", "positive", "large", "heavy", "specials", "index01", "arange", "permutation")
+DISTRIBUTIONS = ("normal", "uniform", "positive", "large", "offset", "heavy", "specials", "index01", "arange",
+                 "permutation")
+# `offset`: randn plus a mean far larger than the spread, the case where a variance taken as E[x^2] - mean^2 cancels
+# catastrophically (issue 34, attack 4) while a centred two-pass variance keeps its digits. The mean is per dtype: in
+# fp32 and fp64, 32 puts an E[x^2] - mean^2 LayerNorm 6-13x over the fp32 tolerance at N = 1024-5120 while an fp32
+# two-pass one stays within 0.2-0.5 of it (CPU, fp64 truth); a larger mean sinks honest fp32 statistics as well. In
+# 16-bit dtypes the mean leaves a spacing of 1/4 between representable values (256 in fp16, 32 in bf16), so the
+# spread of randn survives the rounding of the input itself; there the output's own rounding hides most of the
+# cancellation, so these rows guard honest kernels in those dtypes more than they expose a cut.
+OFFSET_MEAN = {"float16": 256.0, "bfloat16": 32.0}
+OFFSET_MEAN_DEFAULT = 32.0
 # Integer-only: index01 (0/1 masks), arange (0, 1, 2, ... over the storage: the positions a DiT passes) and
 # permutation (the same values shuffled per trial: positions that are not the token index).
 INDEX_DISTRIBUTIONS = ("index01", "arange", "permutation")
@@ -204,6 +214,8 @@ def fill_(t: torch.Tensor, spec: TensorSpec, gen: torch.Generator) -> None:
         v = torch.randn(flat.shape, generator=gen, device=flat.device, dtype=work)
         if spec.dist == "large":
             v = v * (1e4 if dt != torch.float16 else 1e2)
+        elif spec.dist == "offset":
+            v = v + OFFSET_MEAN.get(spec.dtype, OFFSET_MEAN_DEFAULT)
         elif spec.dist == "specials":
             pick = torch.rand(flat.shape, generator=gen, device=flat.device) < 2e-3
             kinds = torch.randint(0, 3, flat.shape, generator=gen, device=flat.device)

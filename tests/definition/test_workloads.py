@@ -241,6 +241,30 @@ def test_large_is_large_and_finite(dtype, lo):
     assert float(f.abs().max()) > 2 * lo
 
 
+@pytest.mark.parametrize("dtype, mean", [("float32", 32.0), ("bfloat16", 32.0), ("float16", 256.0)])
+def test_offset_has_a_mean_far_above_its_spread_that_survives_rounding(dtype, mean):
+    s = spec([100_000], dtype, dist="offset")
+    t = build_tensor(s, "cpu")
+    fill_(t, s, make_generator("cpu", 8))
+    f = t.double()
+    assert abs(float(f.mean()) - mean) < 0.05
+    # randn's spread is still there after the input's own rounding (a spacing of 1/4 in the 16-bit dtypes)
+    assert 0.95 < float(f.std()) < 1.1
+    assert len(torch.unique(f)) > 20
+
+
+def test_every_layer_and_group_norm_task_has_offset_rows_in_each_of_its_dtypes():
+    """Issue 34, attack 4: a variance taken as E[x^2] - mean^2 passes every zero-mean row; each task that subtracts
+    a mean (LayerNorm, GroupNorm) carries rows whose normalised input has a mean far above its spread, an fp32 one
+    small enough for the CPU gate among them. qknorm_rope and rotary_embedding subtract no mean."""
+    norms = {"norm_infer": "x", "group_norm_silu": "x", "cutedsl_norm_scale_shift": "x", "cutedsl_norm_tanh_mul_add": "x"}
+    for task, name in norms.items():
+        rows = load_rows(ROOT / "diffusion" / "kernels" / task / "bench" / "workloads.json")
+        offset = [r for r in rows if r.tensors.get(name) is not None and r.tensors[name].dist == "offset"]
+        assert {r.tensors[name].dtype for r in offset} >= {"float32", "bfloat16"}, task
+        assert any(r.cpu and r.tensors[name].dtype == "float32" for r in offset), task
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_heavy_is_finite_with_tails(dtype):
     s = spec([100_000], dtype, dist="heavy")

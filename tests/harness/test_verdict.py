@@ -54,6 +54,19 @@ def test_unwritten_and_mismatch_named_with_trial_phase_and_output():
     assert any("output 'y' at trial 1 phase 1" in d and "7 elements unwritten" in d for d in details)
 
 
+def test_a_baseline_outside_tolerance_excuses_nothing():
+    """Where the baseline fails its own tolerance (upstream's group norm on rows with a large mean), the error-ratio
+    rule has no yardstick and is not applied, but the candidate is still held to the tolerance against the oracle."""
+    raw = good_raw()
+    for r in raw["checks"]:
+        if r["arm"] == "baseline":
+            r["outputs"]["y"] = out_stats(bad=40, max_norm_err=5.0)
+    assert reasons(raw) == ([], [])  # within tolerance itself: no rule left to fail
+    raw["checks"][0]["outputs"]["y"] = out_stats(bad=3, max_norm_err=30.0)  # the candidate, trial 0 phase 0
+    codes, details = reasons(raw)
+    assert codes == [C.MISMATCH] and "worst normalised error 30" in details[0]
+
+
 def test_layout_reason_uses_why():
     raw = good_raw()
     raw["checks"][0]["outputs"]["y"] = out_stats(layout_ok=False, why="output is Sneaky, not a plain torch.Tensor")

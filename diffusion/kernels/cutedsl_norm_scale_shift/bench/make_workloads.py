@@ -142,6 +142,13 @@ rows += [
     nss("reg_nss_fp32_specials_b1_s16_d256", REG, "regression: NaN and +-Inf in x poison their whole row",
         t([1, 16, 256], "float32", dist="specials"), None, None, t([1, 1, 256], "float32"),
         t([1, 1, 256], "float32"), "layer", 1e-6, 9403, False, True),
+    # means far above the spread (workloads.OFFSET_MEAN), where a variance taken as E[x^2] - mean^2 cancels
+    nss("reg_nss_fp32_offset_b1_s16_d3072", REG, "regression: fp32 x, mean 32 over a spread of 1",
+        t([1, 16, 3072], "float32", dist="offset"), None, None, t([1, 1, 3072], "float32"),
+        t([1, 1, 3072], "float32"), "layer", 1e-6, 9404, False, True),
+    nss("reg_nss_bf16_offset_b1_s16_d3072", REG, "regression: bf16 x, mean 32 over a spread of 1",
+        t([1, 16, 3072], dist="offset"), None, None, t([1, 1, 3072], "float32"), t([1, 1, 3072], "float32"),
+        "layer", 1e-6, 9405, False, True),
     # residual form: every gate form, dtypes, affine
     srn("reg_srn_bf16_gate_none_b1_s7_d256", REG, "regression: residual form with gate None (the int gate 1)",
         t([1, 7, 256]), t([1, 7, 256]), None, None, None, t([1, 1, 256], "float32"), t([1, 1, 256], "float32"),
@@ -161,6 +168,10 @@ rows += [
     srn("reg_srn_bf16_large_residual_b1_s4_d512", REG, "regression: residual near 1e4 with a small update",
         t([1, 4, 512], dist="large"), t([1, 4, 512]), t([1, 1, 512], "float32"), None, None,
         t([1, 1, 512], "float32"), t([1, 1, 512], "float32"), "layer", 1e-6, 9506, False, True),
+    srn("reg_srn_fp32_offset_residual_b1_s8_d3072", REG, "regression: fp32 residual with mean 32 plus a unit "
+        "update: the normalised sum cancels under E[x^2] - mean^2", t([1, 8, 3072], "float32", dist="offset"),
+        t([1, 8, 3072], "float32"), t([1, 1, 3072], "float32"), None, None, t([1, 1, 3072], "float32"),
+        t([1, 1, 3072], "float32"), "layer", 1e-6, 9509, False, True),
     srn("reg_srn_bf16_maxwidth_b1_s2_d8192", REG, "regression: residual form at D = 8192",
         t([1, 2, 8192]), t([1, 2, 8192]), t([1, 1, 8192]), t([8192], "float32"), t([8192], "float32"),
         t([1, 1, 8192]), t([1, 1, 8192]), "layer", 1e-6, 9507, False, True),

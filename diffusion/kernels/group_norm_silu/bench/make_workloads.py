@@ -127,6 +127,19 @@ reg = [
      t([1, 128, 17, 128, 128], "bfloat16", stride=channels_last([1, 128, 17, 128, 128])), 128, 32, 1e-6, A, False, {}),
     ("reg_fp32_c256_t5_256x256", "fp32 large row: fp32 statistics over 2.6M-element groups (GPU only)",
      t([1, 256, 5, 256, 256], "float32"), 256, 32, 1e-6, T, False, {}),
+    # Means far above the spread (workloads.OFFSET_MEAN: 32 in fp32 and bf16, 256 in fp16), where a variance taken
+    # as E[x^2] - mean^2 cancels. Appended last: the rows above keep their seeds.
+    ("reg_fp32_offset_mean", "fp32, mean 32 over a spread of 1 (E[x^2] - mean^2 cancels)",
+     t([2, 64, 4, 8, 8], "float32", dist="offset"), 64, 32, 1e-6, T, True, {}),
+    ("reg_fp32_offset_mean_g1_16k", "fp32, mean 32, G 1: 16K-element groups, the cancellation summed over more",
+     t([1, 8, 2, 32, 32], "float32", dist="offset"), 8, 1, 1e-6, A, True, {}),
+    ("reg_fp16_offset_mean", "fp16, mean 256 over a spread of 1",
+     t([1, 64, 3, 8, 8], dist="offset"), 64, 32, 1e-6, A, True, {}),
+    ("reg_bf16_offset_mean_cl3d", "bf16, channels_last_3d, mean 32 over a spread of 1",
+     t([1, 96, 3, 5, 6], "bfloat16", dist="offset", stride=channels_last([1, 96, 3, 5, 6])), 96, 32, 1e-6, T, True,
+     {}),
+    ("reg_fp32_offset_mean_chunked_g1", "fp32, mean 32, G 1 over 2^19 elements (chunked upstream; GPU only)",
+     t([1, 8, 4, 128, 128], "float32", dist="offset"), 8, 1, 1e-6, A, False, {}),
 ]
 for i, (rid, why, x, c, g, eps, fn, cpu, kw) in enumerate(reg):
     rows.append(row(rid, REG, f"regression: {why}", x, c, g, eps, 9001 + i, function=fn, production=False, cpu=cpu,

@@ -90,6 +90,18 @@ rows += [
     ni("reg_ln_fp32_m32_n512_specials", REG, "regression: NaN and +-Inf in x poison their whole row",
        t([32, 512], "float32", dist="specials"), t([512], "float32"), t([512], "float32"), 1e-6, False, 9015,
        production=False, cpu=True),
+    # Means far above the spread (workloads.OFFSET_MEAN): a variance taken as E[x^2] - mean^2 cancels here
+    # (tests/zoo/norms/naive_variance.py is 6-13x over the fp32 tolerance on the fp32 row); the 16-bit rows hold honest
+    # kernels in those dtypes to the same inputs.
+    ni("reg_ln_fp32_m16_n3072_offset", REG, "regression: mean 32 over a spread of 1 (E[x^2] - mean^2 cancels)",
+       t([16, 3072], "float32", dist="offset"), t([3072], "float32"), t([3072], "float32"), 1e-6, False, 9016,
+       production=False, cpu=True),
+    ni("reg_ln_bf16_m16_n3072_offset", REG, "regression: bf16 x, mean 32 over a spread of 1, fp32 affine",
+       t([16, 3072], dist="offset"), t([3072], "float32"), t([3072], "float32"), 1e-6, False, 9017,
+       production=False, cpu=True),
+    ni("reg_ln_fp16_m8_n5120_offset", REG, "regression: fp16 x, mean 256 over a spread of 1, fp16 affine",
+       t([8, 5120], "float16", dist="offset"), t([5120], "float16"), t([5120], "float16"), 1e-6, False, 9018,
+       production=False, cpu=True),
     # --- norm_infer, RMSNorm (no 0.5.15 call site passes is_rms_norm=True; the entry point accepts it)
     ni("reg_rms_bf16_m16_n3840", REG, "regression: norm_infer RMS at Z-Image's model width (bf16, bf16 weight, "
        "eps 1e-5, no bias)", t([16, 3840]), t([3840]), None, 1e-5, True, 9101, production=False, cpu=True),
