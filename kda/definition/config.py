@@ -70,6 +70,13 @@ SPEC = {
         "bootstrap_resamples": Field(int, check=positive),
         "comparators": Field(ListOf(str), check=_comparators),
         "seed": Field(int),
+        "rotate": Field(bool, doc="timed calls rotate over input sets refilled before every sample"),
+        "clean_baseline_samples": Field(int, check=lambda v: None if v >= 0 else "expected 0 or more",
+                                        doc="baseline samples per row timed in a worker that never imported the "
+                                            "candidate (0: off)"),
+        "clean_baseline_max_ratio": Field(float, check=lambda v: None if v > 1 else "expected a ratio above 1",
+                                          doc="baseline median beside the candidate over its median alone, above "
+                                              "which the row fails with BASELINE_SLOWED"),
     }),
     "check": Field({
         "trials": Field(int, check=positive, doc="trials per row in `kda check`"),

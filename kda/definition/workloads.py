@@ -186,7 +186,10 @@ def storage_of(t: torch.Tensor) -> torch.Tensor:
 
 def fill_(t: torch.Tensor, spec: TensorSpec, gen: torch.Generator) -> None:
     """Fill the whole storage behind t (not just the view) with fresh values from gen."""
-    flat = storage_of(t)
+    _fill_flat(storage_of(t), spec, gen)
+
+
+def _fill_flat(flat: torch.Tensor, spec: TensorSpec, gen: torch.Generator) -> None:
     if flat.numel() == 0:
         return
     dt = flat.dtype
@@ -236,6 +239,68 @@ def refill_inputs(row: Row, inputs: dict[str, torch.Tensor | None], seed: int) -
     for k, spec in row.tensors.items():
         if spec is not None:
             fill_(inputs[k], spec, gen)
+
+
+# Each rotated set starts at a multiple of this many bytes of its pool, as a fresh allocation of the caching
+# allocator would: kernels (and torch.compile's guards) that care about alignment see what they see in production.
+SET_ALIGN_BYTES = 512
+
+
+@dataclass
+class InputSets:
+    """`count` sets of a row's inputs for the timed calls (issue 34, attack 2): consecutive timed calls take
+    consecutive sets, so no call finds the inputs and output its previous call saw, and `refill` gives every set fresh
+    values between samples, so no call finds what any earlier call left either. Each tensor's sets live in one
+    pool (set i at i x the aligned storage size), so a refill is one fill per tensor, whatever the count. Integer
+    position inputs (arange, permutation, 0/1 masks) are filled per set once and kept: their values are meaningful
+    only within a set, and the floating-point inputs beside them change on every refill."""
+
+    row: Row
+    sets: list[dict[str, torch.Tensor | None]]
+    pools: dict[str, tuple[torch.Tensor, int]]
+
+    @property
+    def count(self) -> int:
+        return len(self.sets)
+
+    def refill(self, seed: int) -> None:
+        gen = make_generator(next(iter(self.pools.values()))[0].device if self.pools else "cpu", seed)
+        for name, spec in self.row.tensors.items():
+            if spec is not None and spec.dist not in INDEX_DISTRIBUTIONS:
+                _fill_flat(self.pools[name][0], spec, gen)
+
+
+def set_bytes(row: Row) -> int:
+    """Bytes of one set of a row's inputs, storages whole (gaps included), aligned as InputSets lays them out."""
+    total = 0
+    for spec in row.tensors.values():
+        if spec is not None:
+            size = torch.empty((), dtype=spec.torch_dtype).element_size()
+            total += -(-max(spec.storage_numel, 1) * size // SET_ALIGN_BYTES) * SET_ALIGN_BYTES
+    return total
+
+
+def build_input_sets(row: Row, device: torch.device | str, count: int, seed: int) -> InputSets:
+    """`count` sets of the row's tensors, each exactly as declared (shape, stride, storage offset), filled from seed."""
+    sets: list[dict[str, torch.Tensor | None]] = [{} for _ in range(count)]
+    pools = {}
+    gen = make_generator(device, seed)
+    for name, spec in row.tensors.items():
+        if spec is None:
+            for one in sets:
+                one[name] = None
+            continue
+        size = torch.empty((), dtype=spec.torch_dtype).element_size()
+        per = -(-max(spec.storage_numel, 1) * size // SET_ALIGN_BYTES) * SET_ALIGN_BYTES // size
+        pool = torch.empty(per * count, dtype=spec.torch_dtype, device=device)
+        pools[name] = (pool, per)
+        for i, one in enumerate(sets):
+            one[name] = pool.as_strided(spec.shape, spec.stride, spec.storage_offset + i * per)
+            if spec.dist in INDEX_DISTRIBUTIONS:
+                _fill_flat(pool[i * per:i * per + spec.storage_numel], spec, gen)
+    found = InputSets(row, sets, pools)
+    found.refill(seed)
+    return found
 
 
 def make_generator(device: torch.device | str, seed: int) -> torch.Generator:

@@ -31,6 +31,13 @@ STATIC = "STATIC"
 CRASH = "CRASH"
 TIMEOUT = "TIMEOUT"
 INVALID = "INVALID"              # faster than the datasheet memory bandwidth allows
+STALE_REPEAT = "STALE_REPEAT"  # called again on unchanged inputs, the candidate did not rewrite an output element the
+                              # harness had changed in between (a kernel that skips work it thinks is already done)
+UPSTREAM_TAMPERED = "UPSTREAM_TAMPERED"  # upstream's modules, functions, Triton kernels or Triton's launch hooks changed
+                                        # after the candidate was imported (guards.UpstreamWatch): the baseline arm
+                                        # would not run what SGLang runs
+BASELINE_SLOWED = "BASELINE_SLOWED"  # the baseline timed in a process that never imported the candidate ran faster,
+                                     # beyond bench.clean_baseline_max_ratio, than beside the candidate
 FORGED = "FORGED"                # a result line the worker did not write or that answers another request (its tag,
                                  # row, sequence number or nonce does not match: the row fails, the worker is replaced),
                                  # or a worker report the parent's own check of the outputs contradicts (recheck.py)

@@ -159,15 +159,7 @@ class TamperWatch:
         torch.cuda.CUDAGraph = self.objects["torch.cuda.CUDAGraph"]
         torch.Tensor = self.objects["torch.Tensor"]
         for name, old in self.tables.items():
-            obj = self.objects[name]
-            table = vars(obj)
-            for k in set(table) | set(old):
-                if table.get(k, _MISSING) is old.get(k, _MISSING) or _compiler_global(k, old):
-                    continue
-                if k not in old:
-                    delattr(obj, k)
-                else:
-                    setattr(obj, k, old[k])
+            _restore_table(self.objects[name], old)
         for m, keys in self.keys.items():
             mod = _module(m)
             for k, v in keys.items():
@@ -184,3 +176,153 @@ PYTORCH_KERNEL_MARKERS = ("at::native", "at::cuda", "aten::", "cublas", "cudnn",
 
 def torch_kernels(kernel_names: list[str]) -> list[str]:
     return [k for k in kernel_names if any(m in k for m in PYTORCH_KERNEL_MARKERS)]
+
+
+# Attributes of a Triton kernel object (JITFunction, Autotuner, Heuristics) that decide what a launch runs: replaced or
+# added on an upstream kernel, they change the baseline arm's launch (a proxy, a hook that launches twice, other
+# configs). Other instance attributes (compile caches and the like) legitimately change as kernels compile.
+_TRITON_KEYS = ("fn", "run", "__call__", "__getitem__", "configs", "pre_hook", "post_hook", "launch_metadata",
+                "pre_run_hooks", "early_config_prune", "perf_model", "prune_configs_by", "do_bench", "keys")
+# Triton's process-wide hooks (triton.knobs.runtime): a hook set on them runs around every launch of either arm.
+_KNOB_HOOKS = ("launch_enter_hook", "launch_exit_hook", "jit_cache_hook", "jit_post_compile_hook",
+               "kernel_load_start_hook", "kernel_load_end_hook")
+
+
+def _triton_classes() -> dict[str, type]:
+    out = {}
+    for mod, names in (("triton.runtime.jit", ("JITFunction", "KernelInterface")),
+                       ("triton.runtime.autotuner", ("Autotuner", "Heuristics")),
+                       ("triton.compiler.compiler", ("CompiledKernel",))):
+        try:
+            m = __import__(mod, fromlist=list(names))
+        except ImportError:
+            continue
+        out.update({f"{mod}.{n}": getattr(m, n) for n in names if hasattr(m, n)})
+    return out
+
+
+def _knobs():
+    try:
+        import triton.knobs
+        return triton.knobs.runtime
+    except (ImportError, AttributeError):
+        return None
+
+
+def _hook_state(hook) -> tuple:
+    """A runtime hook as (the object, the functions it chains): Triton 3.9's hooks are HookChain objects, to which
+    `.add(fn)` appends in place, so the object alone would not show a hook added."""
+    calls = getattr(hook, "calls", None)
+    return hook, (tuple(calls) if isinstance(calls, list) else None)
+
+
+def _is_triton_kernel(obj) -> bool:
+    return any(isinstance(obj, cls) for cls in _triton_classes().values() if cls.__name__ != "CompiledKernel")
+
+
+class UpstreamWatch:
+    """Upstream's state as the baseline arm runs it, snapshotted before the candidate is imported (issue 34, attack 3).
+
+    A candidate shares the worker's interpreter with the upstream modules, so it could replace an upstream global
+    with a proxy that launches the kernel twice, swap a function's code, hang a hook on an upstream Triton kernel or
+    on Triton's own classes or process-wide launch hooks: each slows the baseline arm and so inflates the candidate's
+    speedup. Watched: every upstream module's whole global table (by identity), the code, defaults and globals of
+    each of its functions, the launch-deciding attributes of each of its Triton kernels, the tables of Triton's
+    launch classes and Triton's runtime hooks. `changed()` names what differs; `restore()` puts it back so the rest
+    of the run times the real baseline (the row is already failed). What this cannot see (a mutable container
+    changed in place, native code) the baseline timed in a process that never imported the candidate catches
+    (kda/harness/runner.py, BASELINE_SLOWED)."""
+
+    def __init__(self, modules: dict[str, object]):
+        self.modules = dict(modules)
+        self.accept()
+
+    def accept(self) -> None:
+        """Take the state as it is now as the reference: after a baseline call, whose first run may set a global of
+        its own (a lazily built table, a cached device property) while no candidate code runs."""
+        self.tables = {name: dict(vars(m)) for name, m in self.modules.items()}
+        self.functions = {}
+        self.kernels = {}
+        for name, m in self.modules.items():
+            for k, v in self.tables[name].items():
+                for label, fn in ((f"{name}.{k}", v), (f"{name}.{k}.__wrapped__", getattr(v, "__wrapped__", None))):
+                    if getattr(fn, "__code__", None) is not None:
+                        self.functions[label] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__globals__)
+                if _is_triton_kernel(v):
+                    self.kernels[f"{name}.{k}"] = (v, {a: vars(v).get(a, _MISSING) for a in _TRITON_KEYS})
+        self.classes = _triton_classes()
+        self.class_tables = {n: dict(vars(c)) for n, c in self.classes.items()}
+        knobs = _knobs()
+        self.hooks = {h: _hook_state(getattr(knobs, h, _MISSING)) for h in _KNOB_HOOKS} if knobs is not None else {}
+
+    def changed(self) -> list[str]:
+        out = []
+        for name, m in self.modules.items():
+            table, old = vars(m), self.tables[name]
+            out += [f"{name}.{k}" for k in set(table) | set(old)
+                    if table.get(k, _MISSING) is not old.get(k, _MISSING) and not _compiler_global(k, old)]
+        for label, (fn, code, defaults, kwdefaults, globs) in self.functions.items():
+            if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults \
+                    or fn.__globals__ is not globs:
+                out.append(f"{label} (its code, defaults or globals)")
+        for label, (obj, attrs) in self.kernels.items():
+            now = vars(obj)
+            out += [f"{label}.{a}" for a, v in attrs.items() if now.get(a, _MISSING) is not v]
+        for n, cls in self.classes.items():
+            table, old = vars(cls), self.class_tables[n]
+            out += [f"{n}.{k}" for k in set(table) | set(old) if table.get(k, _MISSING) is not old.get(k, _MISSING)]
+        knobs = _knobs()
+        out += [f"triton.knobs.runtime.{h}" for h, v in self.hooks.items()
+                if _hook_state(getattr(knobs, h, _MISSING)) != v]
+        return sorted(out)
+
+    def restore(self) -> None:
+        for name, m in self.modules.items():
+            _restore_table(m, self.tables[name])
+        for fn, code, defaults, kwdefaults, _globs in self.functions.values():
+            # __globals__ is read-only: a function given other globals is a new object, which the table restore
+            # above already replaced with the original.
+            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
+        for obj, attrs in self.kernels.values():
+            for a, v in attrs.items():
+                if vars(obj).get(a, _MISSING) is not v:
+                    if v is _MISSING:
+                        vars(obj).pop(a, None)
+                    else:
+                        setattr(obj, a, v)
+        for n, cls in self.classes.items():
+            _restore_table(cls, self.class_tables[n])
+        knobs = _knobs()
+        for h, (obj, calls) in self.hooks.items():
+            if obj is _MISSING or _hook_state(getattr(knobs, h, _MISSING)) == (obj, calls):
+                continue
+            setattr(knobs, h, obj)
+            if calls is not None:
+                obj.calls[:] = list(calls)
+
+
+def _restore_table(obj, old: dict) -> None:
+    table = vars(obj)
+    for k in set(table) | set(old):
+        if table.get(k, _MISSING) is old.get(k, _MISSING) or _compiler_global(k, old):
+            continue
+        if k not in old:
+            delattr(obj, k)
+        else:
+            setattr(obj, k, old[k])
+
+
+def candidate_threads(roots: tuple[str, ...]) -> list[str]:
+    """Python threads whose code (the target, or a Thread subclass's run) lives in the candidate's files: a thread
+    the candidate started keeps running between its calls, while the baseline or a peer is timed."""
+    import threading
+
+    out = []
+    for t in threading.enumerate():
+        fn = getattr(t, "_target", None) or getattr(type(t), "run", None)
+        code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__func__", None), "__code__", None)
+        if code is not None and code.co_filename.startswith(roots):
+            # the file's name only: details go into results files, which name no machine's paths
+            out.append(f"thread {t.name!r} started by the candidate (running {code.co_name} from "
+                       f"{code.co_filename.rsplit('/', 1)[-1]})")
+    return out

@@ -19,6 +19,13 @@ def peer_math(oracle) -> Callable:
 def peer_call(reference: Callable, row, inputs: dict, out_dtypes: dict, kind: str) -> Callable[[], dict]:
     """A zero-argument arm. `kind` is "eager" or "compile" (a fresh dynamo state per row: every row compiles the
     same code object, and past the recompile limit dynamo would silently run eager)."""
+    return peer_calls(reference, row, [inputs], out_dtypes, kind)[0]
+
+
+def peer_calls(reference: Callable, row, input_sets: list[dict], out_dtypes: dict, kind: str) -> list[Callable[[], dict]]:
+    """One zero-argument arm per set of inputs (rotated input sets: kda.definition.workloads.InputSets), all running
+    one function: compiled once, its guards pass for every set (same shapes, strides, dtypes and alignment)."""
+    inputs = input_sets[0]
     names = [k for k, v in inputs.items() if v is not None]
 
     def peer(*tensors):
@@ -32,5 +39,4 @@ def peer_call(reference: Callable, row, inputs: dict, out_dtypes: dict, kind: st
         fn = torch.compile(peer, dynamic=False)
     elif kind != "eager":
         raise ValueError(f"unknown peer kind {kind!r}")
-    tensors = [inputs[k] for k in names]
-    return lambda: fn(*tensors)
+    return [(lambda tensors=tuple(one[k] for k in names): fn(*tensors)) for one in input_sets]

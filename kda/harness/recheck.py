@@ -32,15 +32,19 @@ def _seed_phase(phase: int, inplace: bool) -> int | None:
         return phase
     if phase == 2 and not inplace:
         return 0
+    if phase == 4 and not inplace:
+        return 4  # the repeat check: a second call on the same fresh inputs
     return None
 
 
-def expected_candidate_checks(mode: str, cfg) -> set[tuple[int, int]]:
+def expected_candidate_checks(mode: str, cfg, aa: bool = False) -> set[tuple[int, int]]:
     """(trial, phase) of the candidate calls every row checks on the CPU: phases 0 and 1 of each trial (and 2 in a
-    benchmark). Phase 3 runs on a GPU only."""
+    benchmark), and the repeat check (trial 0, phase 4) where a candidate is judged and the op is not in place.
+    Phase 3 runs on a GPU only."""
     trials = cfg["bench"]["trials"] if mode == "bench" else cfg["check"]["trials"]
     phases = (0, 1, 2) if mode == "bench" else (0, 1)
-    return {(t, p) for t in range(trials) for p in phases}
+    repeat = set() if cfg["check"]["inplace"] or aa else {(0, 4)}  # the repeat check, once per row
+    return {(t, p) for t in range(trials) for p in phases} | repeat
 
 
 def _load(path: Path, sha256: str | None) -> list[dict]:
@@ -78,7 +82,7 @@ def _codes(stats) -> list[str] | None:
         return None
 
 
-def recheck_row(task, row, raw: dict, path: Path, salt: int, mode: str) -> dict:
+def recheck_row(task, row, raw: dict, path: Path, salt: int, mode: str, aa: bool = False) -> dict:
     """raw with the candidate's and baseline's check statistics replaced by the parent's own; `forged` set when the
     hand-over is unusable, `contradicted` listing where the worker's report differs from what the parent found."""
     cfg = task.cfg
@@ -117,7 +121,7 @@ def recheck_row(task, row, raw: dict, path: Path, salt: int, mode: str) -> dict:
         checks.append({**rec, **mine})
     seen = {(c["trial"], c["phase"]) for c in checks if c.get("arm") == "candidate"}
     if not raw.get("crash"):
-        missing = sorted(expected_candidate_checks(mode, cfg) - seen)
+        missing = sorted(expected_candidate_checks(mode, cfg, aa) - seen)
         if missing:
             contradicted.append(f"candidate calls not checked: (trial, phase) {missing[:6]}")
     if by_key:

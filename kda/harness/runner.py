@@ -26,7 +26,7 @@ from kda.harness import checks as C
 from kda.harness import channel, provenance, recheck, results_file
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
-from kda.harness.verdict import METRICS, candidate_reasons, row_statistics
+from kda.harness.verdict import METRICS, candidate_reasons, clean_baseline, row_statistics
 from kda.core.paths import repo_root
 from kda.definition.task import Task
 from kda.vendor.fetch import vendor_task
@@ -44,6 +44,7 @@ class RunOptions:
     write: bool = True
     salt: int | None = None
     quiet: bool = False
+    clean: bool = False  # the worker times the baseline alone and never imports a candidate (set by run_task)
 
 
 class Worker:
@@ -69,6 +70,8 @@ class Worker:
                  "--salt", str(salt)]
         if opts.aa:
             argv.append("--aa")
+        if opts.clean:
+            argv.append("--clean")
         if opts.candidate:
             argv += ["--candidate", str(opts.candidate)]
         if copy_bandwidth:
@@ -193,6 +196,10 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     datasheet = datasheet_tbps(slug)
     results = []
     started = time.time()
+    # The baseline timed alone (issue 34, attack 3), by a second worker that never imports the candidate, started at
+    # its first row: on a GPU, in bench runs that judge a candidate.
+    clean = _CleanWorker(task, opts, salt) if (bench and opts.device == "cuda" and not opts.aa
+                                                and cfg["bench"]["clean_baseline_samples"] > 0) else None
     try:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[row]}"), console=console, disable=opts.quiet, transient=False) as bar:
@@ -204,7 +211,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
                                type="row", id=row.id)
                 raw = worker.receive(timeout=cfg["bench"]["row_timeout_s"])
                 if hand_over is not None and raw is not None and raw.get("type") == "row" and not raw.get("crash"):
-                    raw = recheck.recheck_row(task, row, raw, hand_over, salt, opts.mode)
+                    raw = recheck.recheck_row(task, row, raw, hand_over, salt, opts.mode, opts.aa)
                     hand_over.unlink(missing_ok=True)
                 replace = raw is None or raw.get("type") != "row" or bool(raw.get("forged") or raw.get("contradicted"))
                 if raw is None or raw.get("type") != "row":
@@ -217,16 +224,20 @@ def run_task(task: Task, opts: RunOptions) -> dict:
                     # worker that let it through is never asked again.
                     worker.close(kill=True)
                     worker, _ = _start(task, opts, salt, copy_bw=False)
+                elif clean is not None and (raw.get("arms") or {}).get("baseline"):
+                    clean = _time_alone(clean, worker, row, raw, cfg["bench"])
                 results.append(_decide(task, row, raw, static, copy_tbps, datasheet, opts, gpu.get("l2_bytes")))
                 bar.advance(job)
     finally:
         worker.close()
+        if clean is not None:
+            clean.close()
     smi_after = provenance.nvidia_smi() if opts.device == "cuda" else None
     prov = {
         "type": "provenance", "task": task.name, "mode": opts.mode, "aa": opts.aa, "time_utc": provenance.now(),
         "command": provenance.command_line(), **provenance.git_state(), "gpu": gpu or None, "gpu_slug": slug,
         "nvidia_smi_before": smi_before, "nvidia_smi_after": smi_after, "software": provenance.software(),
-        "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": cfg["bench"]["l2"], "seed_salt": salt,
+        "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": cfg["bench"]["l2"], "rotate": cfg["bench"]["rotate"], "seed_salt": salt,
         "device_us_start": provenance.DEVICE_US_START,
         "vendored": hello.get("vendored"), "baseline_skipped": hello.get("baseline_skipped"),
         "duration_s": round(time.time() - started, 1),
@@ -247,6 +258,61 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     return out
 
 
+class _CleanWorker:
+    """The worker that times the baseline alone: started when first needed, restarted after a failure."""
+
+    def __init__(self, task: Task, opts: RunOptions, salt: int):
+        self.task, self.salt = task, salt
+        self.opts = RunOptions(mode="bench", device=opts.device, clean=True, quiet=True)
+        self.worker: Worker | None = None
+
+    def ask(self, row, inner: int, samples: int, timeout: float) -> dict | None:
+        if self.worker is None:
+            self.worker, _ = _start(self.task, self.opts, self.salt, copy_bw=False)
+        self.worker.request({"cmd": "clean", "row": row.id, "inner": inner, "samples": samples}, type="clean",
+                            id=row.id)
+        reply = self.worker.receive(timeout=timeout)
+        if reply is None or reply.get("type") != "clean":
+            self.close(kill=True)
+            return None
+        return reply
+
+    def close(self, kill: bool = False) -> None:
+        if self.worker is not None:
+            self.worker.close(kill=kill)
+            self.worker = None
+
+
+def _time_alone(clean: _CleanWorker, worker: Worker, row, raw: dict, b: dict) -> _CleanWorker:
+    """Time the row's baseline in the clean worker while the candidate's worker is stopped (SIGSTOP: none of its
+    threads runs meanwhile), and compare; the verdict reads raw["baseline_slowed"]. A clean worker that fails leaves
+    a note, not a failed row: it judges the harness's own process, not the candidate."""
+    import signal
+
+    stopped = False
+    try:
+        os.kill(worker.proc.pid, signal.SIGSTOP)
+        stopped = True
+    except OSError:
+        pass
+    try:
+        reply = clean.ask(row, int(raw.get("inner") or 1), b["clean_baseline_samples"], b["row_timeout_s"])
+    except KdaError as e:
+        reply = None
+        raw.setdefault("notes", []).append(f"baseline alone: the clean worker did not start: {str(e)[:300]}")
+    finally:
+        if stopped:
+            os.kill(worker.proc.pid, signal.SIGCONT)
+    if reply is None:
+        raw.setdefault("notes", []).append("baseline alone: no answer from the clean worker; not compared")
+        return clean
+    record, problem = clean_baseline(raw["arms"]["baseline"], reply, b["clean_baseline_max_ratio"])
+    raw["clean_baseline"] = record
+    if problem:
+        raw["baseline_slowed"] = problem
+    return clean
+
+
 def results_path(task: Task, slug: str, aa: bool) -> Path:
     """Where a run writes its results file (kda.harness.results_file: the encoding)."""
     return task.results_dir() / results_file.file_name(slug, aa)
@@ -257,8 +323,12 @@ def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | 
     reasons, details = candidate_reasons(raw, cfg, static)
     rec = {"type": "row", "id": row.id, "production": row.production, "model": row.model, "function": row.function,
            "shapes": row.describe(), "bytes": int(task.adapter.bytes_moved(row)), "inner": raw.get("inner"),
+           "input_sets": raw.get("input_sets"),
            "notes": list(raw.get("notes", [])), "arm_errors": raw.get("arm_errors", {}),
            "kernels": raw.get("kernels")}
+    if raw.get("clean_baseline"):
+        rec["clean_baseline"] = {m: {k: (round(v, 4) if v is not None else None) for k, v in e.items()}
+                                 for m, e in raw["clean_baseline"].items()}
     base_bad = [c for c in raw.get("checks", []) if c["arm"] == "baseline"
                 and any(C.check_reasons(s) for s in c["outputs"].values())]
     if base_bad:

@@ -4,6 +4,10 @@
   precedes the end stamp, so work a call left on another stream is counted.
 - wall_us: host clock around one call followed by a device synchronize: what a single caller waits.
 - graph_us: the same N calls captured once in a CUDA graph and replayed: device time without the launch path.
+
+Each takes one call or a list of calls, one per rotated input set (issue 34, attack 2): call i of a sample is
+calls[i % len(calls)], the lead call calls[0], so with len(calls) > N no two calls of a sample share inputs or
+outputs.
 """
 from __future__ import annotations
 
@@ -43,6 +47,13 @@ def inner_count(one_call_us: float, bench: dict) -> int:
     return max(bench["min_inner"], min(bench["max_inner"], wanted))
 
 
+def _cycle(call):
+    """calls[i] for the i-th call of a sample: a list of calls (one per rotated input set, kda.definition.workloads.
+    InputSets) is taken in turn; a single callable is every call."""
+    calls = call if isinstance(call, (list, tuple)) else [call]
+    return lambda i: calls[i % len(calls)]
+
+
 def device_us(call, n: int, flush: Flusher) -> float:
     """The start stamp is enqueued behind one untimed call: it is taken when that call's work ends, by which time
     the host has queued the first timed call unless the arm is host-bound (and then the host's pace is what the
@@ -50,13 +61,14 @@ def device_us(call, n: int, flush: Flusher) -> float:
     that call's first touch of its buffers after another arm ran, once per sample whatever N, which on rows timed
     one call per sample was a quarter of the candidate's time (scripts/first_call.py takes a sample apart; its runs
     are in docs/evidence/). The host synchronize ahead of the end stamp stays in every sample; N amortizes it."""
+    nth = _cycle(call)
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _sync()
-    call()
+    nth(0)()
     flush()  # after the lead call: a cold sample must not find what the lead call left in the L2
     _record(start)
-    for _ in range(n):
-        call()
+    for i in range(1, n + 1):
+        nth(i)()
     _sync()
     _record(end)
     _event_sync(end)
@@ -64,12 +76,13 @@ def device_us(call, n: int, flush: Flusher) -> float:
 
 
 def wall_us(call, repeats: int, flush: Flusher) -> float:
+    nth = _cycle(call)
     best = []
-    for _ in range(repeats):
+    for i in range(repeats):
         flush()
         _sync()
         t0 = _perf()
-        call()
+        nth(i + 1)()
         _sync()
         best.append((_perf() - t0) * 1e6)
     best.sort()
@@ -83,17 +96,18 @@ class GraphArm:
         self.n = n
         self.graph = None
         self.error = None
+        nth = _cycle(call)
         try:
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                call()  # one eager call on the capture stream (lazy init, allocator warm-up)
+                nth(0)()  # one eager call on the capture stream (lazy init, allocator warm-up)
             torch.cuda.current_stream().wait_stream(stream)
             _sync()
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
-                for _ in range(n):
-                    call()
+                for i in range(1, n + 1):
+                    nth(i)()
             _sync()
             self.graph = g
         except Exception as e:  # noqa: BLE001 - any failure means "not capturable", recorded verbatim

@@ -1,6 +1,8 @@
 """The parent's verdict on one row: reason codes from raw checks, statistics from raw samples, roofline columns."""
 from __future__ import annotations
 
+import statistics
+
 from kda.harness import checks as C
 from kda.harness.stats import paired_speedup, summary
 
@@ -51,6 +53,9 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
                 why = s.get("why") or (f"{s['unwritten']} elements unwritten, " if s["unwritten"] else "") + \
                     f"{s['bad']} beyond tolerance, {s['specials_mismatch']} NaN/Inf misplaced, worst normalised error {s['max_norm_err']:.3g}"
                 add(code, f"output {name!r} at {at}: {why}")
+            if rec["phase"] == 4 and C.check_reasons(s):
+                add(C.STALE_REPEAT, f"output {name!r} at {at}: called again on the same inputs, it left "
+                                    f"{s['unwritten'] or s['bad']} element(s) the harness changed between the calls")
             base = base_by_trial.get(rec["trial"]) if rec["phase"] == 0 else None
             if base is not None and s["layout_ok"]:
                 problem = C.error_ratio_problem(s, base["outputs"].get(name), k, floor, s["atol"])
@@ -61,17 +66,32 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
         if rec.get("forbidden_calls"):
             add(C.FORBIDDEN_CALL, f"{rec['forbidden_calls'][0]} at {at}")
         if rec.get("tampered"):
-            add(C.TAMPER, f"replaced {', '.join(rec['tampered'])} at {at}")
+            add(C.TAMPER, f"{_tamper_text(rec['tampered'])} at {at}")
         if rec.get("return_problem"):
             add(C.RETURN, f"{rec['return_problem']} at {at}")
     for key in ("warmup_tampered", "timed_tampered"):
         if raw.get(key):
-            add(C.TAMPER, f"replaced {', '.join(sorted(set(raw[key])))} while {key.split('_')[0]}")
+            add(C.TAMPER, f"{_tamper_text(sorted(set(raw[key])))} while {key.split('_')[0]}")
+    # Upstream's state, after any arm's call: a thread of the candidate's can change it while another arm runs.
+    for rec in raw.get("checks", []):
+        if rec.get("upstream_tampered"):
+            add(C.UPSTREAM_TAMPERED, f"changed {', '.join(rec['upstream_tampered'][:4])} at the {rec['arm']} arm's "
+                                     f"trial {rec['trial']} phase {rec['phase']}")
+    for key in ("warmup_upstream_tampered", "timed_upstream_tampered"):
+        if raw.get(key):
+            add(C.UPSTREAM_TAMPERED, f"changed {', '.join(sorted(set(raw[key]))[:4])} while {key.split('_')[0]}")
+    if raw.get("baseline_slowed"):
+        add(C.BASELINE_SLOWED, raw["baseline_slowed"])
     if raw.get("torch_kernels"):
         add(C.TORCH_KERNEL, f"PyTorch kernels ran on the candidate's path: {', '.join(raw['torch_kernels'][:3])}")
     if not _arm_checks(raw, "candidate"):
         add(C.CRASH, "no candidate check ran")
     return reasons, details
+
+
+def _tamper_text(items: list[str]) -> str:
+    """Harness names replaced, and threads the candidate left running (guards.candidate_threads says so itself)."""
+    return ", ".join(i if i.startswith("thread ") else f"replaced {i}" for i in items)
 
 
 def row_statistics(raw: dict, bytes_moved: int, copy_tbps: float | None, datasheet: float | None,
@@ -110,3 +130,24 @@ def row_statistics(raw: dict, bytes_moved: int, copy_tbps: float | None, datashe
             s["vs_best_peer"] = paired_speedup(arms[best][m], cand[m], resamples, seed)
         out["speedup"][m] = s
     return out
+
+
+def clean_baseline(beside: dict, alone: dict, max_ratio: float) -> tuple[dict, str | None]:
+    """The baseline beside the candidate against the baseline alone (a worker that never imported the candidate).
+
+    beside: the row's raw baseline samples; alone: the clean worker's reply. Returns ({metric: {"beside", "alone",
+    "ratio"}}, the problem or None): a ratio of medians above max_ratio on device_us or graph_us means something in
+    the candidate's process slowed the baseline arm (issue 34, attack 3), whatever the mechanism."""
+    record, problems = {}, []
+    for m in ("device_us", "graph_us"):
+        b = [v for v in beside.get(m) or [] if v is not None]
+        a = [v for v in alone.get(m) or [] if v is not None]
+        if not b or not a:
+            continue
+        mb, ma = statistics.median(b), statistics.median(a)
+        ratio = mb / ma if ma > 0 else None
+        record[m] = {"beside": mb, "alone": ma, "ratio": ratio}
+        if ratio is not None and ratio > max_ratio:
+            problems.append(f"{m} {mb:.2f} us beside the candidate, {ma:.2f} us alone ({ratio:.2f}x, limit "
+                            f"{max_ratio:g}x)")
+    return record, ("the baseline timed alone ran faster: " + "; ".join(problems)) if problems else None

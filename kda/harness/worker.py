@@ -10,6 +10,7 @@ import argparse
 import hashlib
 import io
 import json
+import math
 import os
 import random
 import sys
@@ -19,7 +20,7 @@ from kda.harness import channel as _channel  # bound before any task code: the r
 
 # Captured before any task code is imported: the harness keeps the originals even if a candidate patches them.
 from kda.harness import timing  # noqa: E402  (import order is the point)
-from kda.harness.guards import CallTracer, TamperWatch, torch_kernels  # noqa: E402
+from kda.harness.guards import CallTracer, TamperWatch, UpstreamWatch, candidate_threads, torch_kernels  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -36,10 +37,15 @@ _save = torch.save  # noqa: E402  (the checked outputs handed to the parent: bou
 _sha256 = hashlib.sha256  # noqa: E402
 from kda.definition.task import Task  # noqa: E402
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
-from kda.harness.peers import peer_call, peer_math  # noqa: E402
-from kda.definition.workloads import build_inputs, make_generator, refill_inputs, trial_seed  # noqa: E402
+from kda.harness.peers import peer_call, peer_calls, peer_math  # noqa: E402
+from kda.definition.workloads import (  # noqa: E402
+    build_input_sets, build_inputs, make_generator, refill_inputs, set_bytes, trial_seed,
+)
 
 ARM_ORDER = ("baseline", "candidate", "compile", "eager")
+# Memory the rotated input sets of one row may take (inputs and the candidate's outputs): enough for a sample's calls
+# each on its own set on every production row with room to spare on an 80 GB card; a larger row gets two sets.
+ROTATION_BUDGET_BYTES = 8 << 30
 
 
 class Tripwire:
@@ -145,6 +151,11 @@ class RowRunner:
         # Where the parent asked for them: every checked call's outputs and the inputs' storages right after it, handed
         # over at the end of the row for the parent's own check (kda/harness/recheck.py); None: not asked.
         self.kept: list[dict] | None = None
+        # Upstream's state before the candidate was imported (guards.UpstreamWatch) and the candidate's own files (a
+        # thread whose code lives there is the candidate's); set by main() once the candidate is loaded.
+        self.upstream_watch: UpstreamWatch | None = None
+        self.rot = self.rot_outs = None  # the rotated input sets and the candidate's outputs for them (bench, GPU)
+        self.candidate_roots: tuple[str, ...] = ()
 
     # -- inputs -------------------------------------------------------------------------------------------
     def build(self, row):
@@ -189,11 +200,56 @@ class RowRunner:
                 arms[kind] = peer_call(self.peer_reference, row, inputs, out_dtypes, kind)
         self.arms = arms
 
+    def rotated_arms(self, inner: int) -> dict:
+        """Every timed arm as a list of calls, one per rotated input set (issue 34, attack 2): as many sets as a sample
+        has calls plus its lead call, within ROTATION_BUDGET_BYTES (at least two). The candidate writes each set's
+        own outputs; the peers share one compiled function; the baseline allocates its outputs as upstream does."""
+        ad, row = self.task.adapter, self.row
+        out_bytes = 0 if self.inplace else sum(math.prod(shape) * torch.empty((), dtype=dt).element_size()
+                                               for shape, dt in self.specs.values())
+        per_set = max(1, set_bytes(row) + out_bytes)
+        count = max(2, min(inner + 1, ROTATION_BUDGET_BYTES // per_set))
+        self.rot = build_input_sets(row, self.device, count, trial_seed(row.seed, self.args.salt, 0, 90))
+        sets = self.rot.sets
+        if self.inplace:
+            outs = [{k: one[k] for k in self.cfg["check"]["inplace"]} for one in sets]
+        else:
+            outs = [{k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+                    for _ in sets]
+        out_b = self.out if self.inplace else \
+            {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+        self.rot_outs = outs
+        arms = {}
+        if "baseline" in self.arms:
+            arms["baseline"] = [(lambda one=one, o=o: ad.call_baseline(self.upstream, row, one,
+                                                                       o if self.inplace else out_b))
+                                for one, o in zip(sets, outs)]
+        if self.args.aa:
+            arms["candidate"] = [(lambda one=one, o=o: ad.call_baseline(self.upstream, row, one, o))
+                                 for one, o in zip(sets, outs)]
+        else:
+            arms["candidate"] = [(lambda one=one, o=o: ad.call_candidate(self.solution, row, one, o))
+                                 for one, o in zip(sets, outs)]
+        out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
+        for kind in ("eager", "compile"):
+            if kind in self.arms:
+                arms[kind] = peer_calls(self.peer_reference, row, sets, out_dtypes, kind)
+        return arms
+
+    def check_rotated_output(self, trial: int, last: int, rng: random.Random) -> dict:
+        """Phase 2 where the timed calls rotate: one set the candidate's last sample wrote (1..last), drawn at random,
+        its outputs against the oracle on that set's inputs, before the next refill changes them."""
+        j = rng.randint(1, max(1, min(last, self.rot.count - 1)))
+        with torch._C.DisableTorchFunction():
+            copies = {k: torch.Tensor.clone(v) for k, v in self.rot_outs[j].items()}
+        ref = self.reference(self.row, self.rot.sets[j])
+        return {"arm": "candidate", "trial": trial, "phase": 2, "set": j, "outputs": self._compare_all(copies, ref)}
+
     def destination_arm(self, name: str) -> bool:
         return name == "candidate" and not self.args.aa
 
     # -- checks -------------------------------------------------------------------------------------------
-    def check(self, name: str, trial: int, phase: int) -> dict:
+    def check(self, name: str, trial: int, phase: int, poison: bool = True) -> dict:
         """One checked call. Phase 0: NaN-poisoned output, traced. Phase 1: finite random 'stale' output and no
         profile hook, so a candidate can tell neither that it is checked nor that it is watched.
 
@@ -206,7 +262,7 @@ class RowRunner:
         dest = self.destination_arm(name)
         cand = name == "candidate" and not self.args.aa
         writes_inputs = self.inplace and name in ("baseline", "candidate")  # peers are functional: they return
-        if dest and not self.inplace:
+        if dest and not self.inplace and poison:
             finite = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, 50 + phase)) if phase else None
             for t in self.out.values():
                 _poison(t, finite)
@@ -234,9 +290,8 @@ class RowRunner:
         with torch._C.DisableTorchFunction():
             copies = {k: (torch.Tensor.clone(v) if isinstance(v, torch.Tensor) else v) for k, v in outs.items()}
         self._keep(record, copies)
-        record["tampered"] = tampered + self.tamper.changed()
-        if record["tampered"]:
-            self.tamper.restore()
+        changed, upstream = self.harness_changes()
+        record["tampered"], record["upstream_tampered"] = tampered + changed, upstream
         if self.gpu:
             torch.cuda.synchronize()
         record["mutated"] = _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)
@@ -245,6 +300,25 @@ class RowRunner:
         if self.inplace:
             _restore_inputs(self.inputs, snaps)
         return record
+
+    def check_repeat(self, trial: int) -> dict:
+        """Phase 4: the candidate called twice on the same inputs, as every timed call after the first is; between the
+        calls one element of each output, at a random position, is set to the poison (the rest keeps the first call's
+        correct result). A kernel that skips its work when it sees nothing changed since its last write (a fingerprint
+        of a few sampled input and output elements, issue 34 attack 2) leaves that element behind unless its
+        fingerprint happens to cover it: STALE_REPEAT. In-place ops are not repeated: their second call has other
+        inputs by construction (the first call's results)."""
+        self.refill(trial, 4)
+        self.arms["candidate"]()
+        if self.gpu:
+            torch.cuda.synchronize()
+        gen = make_generator("cpu", trial_seed(self.row.seed, self.args.salt, trial, 60))
+        for t in self.out.values():
+            if t.numel():
+                i = int(torch.randint(0, t.numel(), (1,), generator=gen))
+                with torch._C.DisableTorchFunction():
+                    _poison(t.view(-1)[i:i + 1])
+        return self.check("candidate", trial, 4, poison=False)
 
     def check_timed_output(self, trial: int) -> dict:
         """After the timed calls: the candidate's out buffer holds its last timed (graph or eager) result on this
@@ -287,10 +361,12 @@ class RowRunner:
         with torch._C.DisableTorchFunction():
             copies = {k: torch.Tensor.clone(v) for k, v in self.out.items()}
         self._keep({"arm": "candidate", "trial": trial, "phase": phase}, copies)
+        changed, upstream = self.harness_changes()
+        tampered += changed
         if self.gpu:
             torch.cuda.synchronize()
         inplace = self.cfg["check"]["inplace"]
-        record = {"arm": "candidate", "trial": trial, "phase": phase, "tampered": tampered,
+        record = {"arm": "candidate", "trial": trial, "phase": phase, "tampered": tampered, "upstream_tampered": upstream,
                   "mutated": _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)}
         record["outputs"] = self._compare_all(copies, self.reference(self.row, _restore_views(self.inputs, snaps)))
         _restore_inputs(self.inputs, snaps)
@@ -340,6 +416,18 @@ class RowRunner:
                     t.__class__ = torch.Tensor
         return problems
 
+    def harness_changes(self) -> tuple[list[str], list[str]]:
+        """(harness state replaced or a thread of the candidate's running, upstream state changed) since the watches
+        were set; whatever was replaced is put back, so the rest of the run measures and checks the originals."""
+        replaced = self.tamper.changed()
+        if replaced:
+            self.tamper.restore()
+        tampered = replaced + candidate_threads(self.candidate_roots)
+        upstream = self.upstream_watch.changed() if self.upstream_watch is not None else []
+        if upstream:
+            self.upstream_watch.restore()
+        return tampered, upstream
+
     def _return_problem(self, ret) -> str | None:
         outs = list(self.out.values())
         if ret is None:
@@ -369,6 +457,30 @@ class RowRunner:
         except Exception as e:  # noqa: BLE001
             result["notes"].append(f"profiler unavailable, kernel-origin check skipped: {e}")
 
+    # -- the baseline alone, in a process that never imported the candidate --------------------------------
+    def run_clean(self, row, inner: int, samples: int) -> dict:
+        """The baseline arm timed as `run` times it (the same inner count, warm-up, flush and graph of `inner`
+        calls), by a worker started with --clean, which never imports a candidate: the parent compares these with the
+        baseline's samples beside the candidate (issue 34, attack 3: a candidate that slows the baseline)."""
+        b = self.cfg["bench"]
+        self.build(row)
+        self.refill(0, 0)
+        self.make_arms([])
+        arm = self.arms["baseline"]
+        for _ in range(b["warmup"]):
+            arm()
+        torch.cuda.synchronize()
+        flush = timing.Flusher(b["l2"] == "cold", torch.cuda.get_device_properties(0).L2_cache_size)
+        graph = timing.GraphArm(arm, inner)
+        out = {"type": "clean", "id": row.id, "inner": inner, "device_us": [], "graph_us": [],
+               "graph_error": graph.error}
+        for i in range(samples):
+            self.refill(i, 0)
+            out["device_us"].append(timing.device_us(arm, inner, flush))
+            out["graph_us"].append(graph.sample_us(flush))
+        del self.arms
+        return out
+
     # -- one row ------------------------------------------------------------------------------------------
     def run(self, row, mode: str, hand_over: str | None = None) -> dict:
         """One row. `hand_over`: a path the parent chose, where the row's checked outputs go for its own check."""
@@ -385,21 +497,31 @@ class RowRunner:
         trials = b["trials"] if bench else self.cfg["check"]["trials"]
 
         # Warm-up (compiles, autotunes); an arm other than the candidate that fails is dropped with a note.
+        warmup_upstream: list[str] = []
         for name in list(self.arms):
             try:
+                if name == "baseline" and self.upstream_watch is not None:
+                    # The baseline's first calls may set globals of upstream's own; nothing else runs meanwhile, so
+                    # what its warm-up changes becomes the reference (anything changed before it is the candidate's).
+                    warmup_upstream += self.upstream_watch.changed()
+                    self.upstream_watch.restore()
                 for _ in range(b["warmup"] if bench else 1):
                     self.arms[name]()
                 if self.gpu:
                     torch.cuda.synchronize()
+                if name == "baseline" and self.upstream_watch is not None:
+                    self.upstream_watch.accept()
             except Exception as e:  # noqa: BLE001
                 if name == "candidate":
                     raise
                 result["arm_errors"][name] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
                 del self.arms[name]
-        if self.tamper.changed():
-            result["notes"].append("harness functions were replaced during warm-up: " + ", ".join(self.tamper.changed()))
-            result["warmup_tampered"] = self.tamper.changed()
-            self.tamper.restore()
+        changed, upstream = self.harness_changes()
+        if changed:
+            result["notes"].append("harness functions were replaced during warm-up: " + ", ".join(changed))
+            result["warmup_tampered"] = changed
+        if warmup_upstream + upstream:
+            result["warmup_upstream_tampered"] = sorted(set(warmup_upstream + upstream))
 
         names = [n for n in ARM_ORDER if n in self.arms]
         if bench:
@@ -408,7 +530,11 @@ class RowRunner:
                               for _ in range(3))[1]
             inner = timing.inner_count(base_one, b)
             result["inner"] = inner
-            graphs = {n: timing.GraphArm(self.arms[n], inner) for n in names}
+            rotate = b["rotate"]
+            timed = self.rotated_arms(inner) if rotate else dict(self.arms)
+            if rotate:
+                result["input_sets"] = self.rot.count
+            graphs = {n: timing.GraphArm(timed[n], inner) for n in names}
             if self.inplace and not self.args.aa:
                 # One call captured like the timed ones, replayed by the post-timing check (check_timed_output).
                 one = timing.GraphArm(self.arms["candidate"], 1) if graphs["candidate"].graph is not None else None
@@ -451,17 +577,30 @@ class RowRunner:
                 order_rng.shuffle(order)
                 for n in order:
                     s = samples[n]
-                    s["device_us"].append(timing.device_us(self.arms[n], inner, flush))
-                    s["wall_us"].append(timing.wall_us(self.arms[n], b["wall_repeats"], flush))
-                    s["graph_us"].append(graphs[n].sample_us(flush))
-                changed = self._reset_torch_state() + self.tamper.changed()
+                    for k, m in enumerate(("device_us", "wall_us", "graph_us")):
+                        if rotate:  # fresh values in every set before each sample: no call finds what one left
+                            self.rot.refill(trial_seed(row.seed, self.args.salt, trial, 100 + 3 * order.index(n) + k))
+                        if m == "device_us":
+                            s[m].append(timing.device_us(timed[n], inner, flush))
+                        elif m == "wall_us":
+                            s[m].append(timing.wall_us(timed[n], b["wall_repeats"], flush))
+                        else:
+                            s[m].append(graphs[n].sample_us(flush))
+                    if rotate and n == "candidate" and not self.args.aa and not self.inplace:
+                        last = inner if graphs[n].graph is not None else b["wall_repeats"]
+                        result["checks"].append(self.check_rotated_output(trial, last, order_rng))
+                changed, upstream = self.harness_changes()
+                changed = self._reset_torch_state() + changed
                 if changed:
                     result.setdefault("timed_tampered", []).extend(changed)
-                    self.tamper.restore()
-                if not self.args.aa:
+                if upstream:
+                    result.setdefault("timed_upstream_tampered", []).extend(upstream)
+                if not self.args.aa and not (rotate and not self.inplace):
                     result["checks"].append(self.check_timed_output(trial))
             self.refill(trial, 1)
             result["checks"].append(self.check("candidate", trial, 1))
+        if not self.inplace and not self.args.aa:
+            result["checks"].append(self.check_repeat(0))
         if replay_shifted is not None:
             result["checks"].append(self.check_replay_shifted(replay_shifted, trials))
         if bench:
@@ -469,6 +608,7 @@ class RowRunner:
                 result["arms"][n] = samples[n]
                 result["arms"][n]["graph_error"] = graphs[n].error
         del self.arms
+        self.rot = self.rot_outs = None
         if hand_over:
             result["outputs_sha256"] = self.hand_over(hand_over)
         return result
@@ -515,6 +655,7 @@ def main(argv=None) -> None:
     ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
     ap.add_argument("--salt", type=int, required=True)
     ap.add_argument("--aa", action="store_true")
+    ap.add_argument("--clean", action="store_true", help="time the baseline alone; never import a candidate")
     ap.add_argument("--candidate", default=None)
     ap.add_argument("--copy-bandwidth", action="store_true")
     args = ap.parse_args(argv)
@@ -552,7 +693,12 @@ def main(argv=None) -> None:
         for label, obj in (("RowRunner", RowRunner), ("Tripwire", Tripwire), ("CallTracer", CallTracer),
                            ("TamperWatch", TamperWatch), ("oracle", task.oracle), ("adapter", task.adapter)):
             tamper.watch(label, obj)
-        solution = None if args.aa else task.load_solution(Path(args.candidate) if args.candidate else None)
+        # Upstream's state as the baseline runs it, before any candidate code: checked after every call and sample.
+        upstream_watch = UpstreamWatch({name: mod for name, mod in sys.modules.items()
+                                        if name.startswith(task.cfg["upstream"]["package"] + ".")
+                                        and str(getattr(mod, "__file__", "")).startswith(str(info.root))})
+        solution = None if args.aa or args.clean else task.load_solution(Path(args.candidate) if args.candidate else None)
+        candidate_roots = (str(task.path / "solution"),) + ((str(Path(args.candidate).resolve()),) if args.candidate else ())
         # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
         forbidden = ({str(task.path / "oracle.py")}, (str(info.root),))
         hello = {"type": "hello", "device": args.device, "vendored": info.as_dict(), "baseline_skipped": skipped}
@@ -568,12 +714,16 @@ def main(argv=None) -> None:
     runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference,
                        peer_reference)
     runner.baseline_skipped = skipped
+    runner.upstream_watch, runner.candidate_roots = upstream_watch, candidate_roots
     rows = {r.id: r for r in task.rows}
     for line in cmd_in:
         cmd = json.loads(line)
         if cmd.get("cmd") == "quit":
             break
         try:
+            if cmd.get("cmd") == "clean":
+                reply(cmd, runner.run_clean(rows[cmd["row"]], int(cmd["inner"]), int(cmd["samples"])))
+                continue
             reply(cmd, runner.run(rows[cmd["row"]], args.mode, cmd.get("outputs")))
         except Exception:  # noqa: BLE001
             reply(cmd, {"type": "row", "id": cmd.get("row"), "crash": traceback.format_exc()[-4000:]})

@@ -360,3 +360,31 @@ def test_arange_and_permutation_positions():
     assert sorted(a.tolist()) == list(range(64)) and a.tolist() != list(range(64)) and a.tolist() != b.tolist()
     msg = parse_err([row(pos={"shape": [4], "dtype": "float32", "dist": "permutation"})])
     assert "'pos'" in msg and "permutation" in msg
+
+
+# ---- rotated input sets (issue 34, attack 2) ---------------------------------------------------------------------
+
+def test_input_sets_are_distinct_aligned_exact_and_refilled_whole():
+    from kda.definition.workloads import SET_ALIGN_BYTES, build_input_sets, set_bytes
+
+    raw = row(x={"shape": [3, 5], "dtype": "bfloat16", "stride": [8, 1], "storage_offset": 2},
+              pos={"shape": [7], "dtype": "int64", "dist": "permutation"}, w=None)
+    (r,) = parse_rows([raw], "w.json")
+    found = build_input_sets(r, "cpu", 4, seed=11)
+    assert found.count == 4 and all(one["w"] is None for one in found.sets)
+    ptrs = set()
+    for one in found.sets:
+        x = one["x"]
+        assert tuple(x.shape) == (3, 5) and x.stride() == (8, 1)
+        assert sorted(one["pos"].tolist()) == list(range(7))  # each set its own permutation of its positions
+        ptrs.add(x.data_ptr())
+    assert len(ptrs) == 4
+    starts = [one["x"].data_ptr() - one["x"].storage_offset() * 2 for one in found.sets]
+    assert all((b - starts[0]) % SET_ALIGN_BYTES == 0 for b in starts)
+    before = [one["x"].clone() for one in found.sets]
+    positions = [one["pos"].clone() for one in found.sets]
+    found.refill(12)
+    assert all(not torch.equal(b, one["x"]) for b, one in zip(before, found.sets))
+    assert all(torch.equal(p, one["pos"]) for p, one in zip(positions, found.sets))
+    assert not torch.equal(found.sets[0]["x"], found.sets[1]["x"])
+    assert set_bytes(r) == 2 * SET_ALIGN_BYTES  # each tensor's storage rounded up to the alignment

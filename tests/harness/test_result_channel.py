@@ -140,14 +140,14 @@ def _hand_over(tmp_path: Path, calls: list[dict]) -> tuple[Path, str]:
 
 
 def _calls(task, row, outputs_of) -> list[dict]:
-    """The calls a check row makes (candidate, phases 0 and 1 of each trial), each with outputs_of(inputs)."""
+    """The calls a check row makes (candidate, phases 0 and 1 of each trial, and the repeat check: trial 0, phase 4),
+    each with outputs_of(inputs)."""
     calls = []
-    for t in range(task.cfg["check"]["trials"]):
-        for p in (0, 1):
-            inputs = build_inputs(row, "cpu")
-            refill_inputs(row, inputs, trial_seed(row.seed, SALT, t, p))
-            calls.append({"arm": "candidate", "trial": t, "phase": p, "outputs": outputs_of(inputs),
-                          "inputs": C.snapshot_inputs(inputs)})
+    for t, p in [(t, p) for t in range(task.cfg["check"]["trials"]) for p in (0, 1)] + [(0, 4)]:
+        inputs = build_inputs(row, "cpu")
+        refill_inputs(row, inputs, trial_seed(row.seed, SALT, t, p))
+        calls.append({"arm": "candidate", "trial": t, "phase": p, "outputs": outputs_of(inputs),
+                      "inputs": C.snapshot_inputs(inputs)})
     return calls
 
 

@@ -73,3 +73,18 @@ def test_inner_count_keeps_min_inner_calls_where_the_baseline_is_slow():
 
 def test_inner_count_is_one_when_the_l2_is_cold():
     assert timing.inner_count(40.0, {**BENCH, "l2": "cold"}) == 1
+
+
+def test_a_list_of_calls_is_taken_in_turn_lead_call_first():
+    """Rotated input sets: call i of a sample is calls[i % len(calls)], the lead call calls[0]; with more sets than a
+    sample has calls, no two calls of a sample share a set."""
+    from kda.harness.timing import _cycle
+
+    seen = []
+    calls = [lambda i=i: seen.append(i) for i in range(5)]
+    nth = _cycle(calls)
+    for i in range(5):
+        nth(i)()
+    assert seen == [0, 1, 2, 3, 4] and nth(7) is calls[2]
+    one = lambda: None  # noqa: E731
+    assert _cycle(one)(3) is one

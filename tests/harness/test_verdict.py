@@ -251,3 +251,37 @@ def test_l2_resident_rows_are_not_invalid():
     # 10 MB in 1 us is 10 TB/s: impossible from DRAM, normal from a hot L2
     assert row_statistics(raw, 10_000_000, 4.2, 4.8, 100, 0)["invalid"]
     assert row_statistics(raw, 10_000_000, 4.2, 4.8, 100, 0, l2_resident=True)["invalid"] == []
+
+
+# ---- the baseline alone (issue 34, attack 3) --------------------------------------------------------------------
+
+def test_clean_baseline_flags_a_baseline_slower_beside_the_candidate():
+    from kda.harness.verdict import clean_baseline
+
+    beside = {"device_us": [20.0, 21.0, 20.5], "graph_us": [19.0, 19.5, 19.2]}
+    alone = {"device_us": [10.0, 10.2, 10.1], "graph_us": [18.9, 19.0, 19.4]}
+    record, problem = clean_baseline(beside, alone, 1.25)
+    assert record["device_us"]["ratio"] == pytest.approx(20.5 / 10.1)
+    assert record["graph_us"]["ratio"] == pytest.approx(1.0, abs=0.02)
+    assert problem.startswith("the baseline timed alone ran faster: device_us 20.50 us beside")
+    assert "graph_us" not in problem
+
+
+def test_clean_baseline_within_the_limit_or_without_samples_is_no_problem():
+    from kda.harness.verdict import clean_baseline
+
+    same = {"device_us": [10.0, 10.4], "graph_us": [9.0, None, 9.1]}
+    record, problem = clean_baseline(same, {"device_us": [9.5, 9.8], "graph_us": [9.0, 9.2]}, 1.25)
+    assert problem is None and set(record) == {"device_us", "graph_us"}
+    assert clean_baseline(same, {"device_us": [], "graph_us": [None]}, 1.25) == ({}, None)
+
+
+def test_baseline_slowed_and_upstream_tampered_are_reasons():
+    raw = good_raw()
+    raw["baseline_slowed"] = "the baseline timed alone ran faster: device_us 2x"
+    raw["checks"][1]["upstream_tampered"] = ["sglang.m.kernel"]  # seen after the baseline's call: a thread did it
+    raw["timed_upstream_tampered"] = ["sglang.m.kernel"]
+    codes, details = reasons(raw)
+    assert codes == [C.UPSTREAM_TAMPERED, C.BASELINE_SLOWED]
+    assert any("at the baseline arm's trial 0 phase 0" in d for d in details)
+    assert any(d.endswith("while timed") for d in details)

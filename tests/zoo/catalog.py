@@ -151,9 +151,23 @@ FAKES += tuple(static_fake(name) for name in STATIC_FAKES)
 # Known gaps: exploits the harness does not catch today. Each would be marked xfail(strict=True) by the tests.
 GAPS: tuple = ()
 
-# Bench-mode only (GPU): passes every check by construction; scripts/gpu_exploit_zoo.py --bench-probe times it.
-BENCH_GAP = Fake("cheats_when_untraced", Expect(any_of=("MISMATCH", "UNWRITTEN", "INVALID")),
-                 gap=None)  # closed: the out buffer is checked after every trial's timed calls, and phase-1 checks run untraced
+# Slowing the baseline arm (issue 34, attack 3): a proxy on the upstream kernel that launches twice and an idle
+# thread, both reached through `logging`. Caught since upstream's state is snapshotted before the candidate is
+# imported and compared after every call and sample, and threads running the candidate's code are reported.
+FAKES += (Fake("slows_baseline", Expect(all_of=("UPSTREAM_TAMPERED", "TAMPER"))),)
+
+# Skipping work on unchanged inputs (issue 34, attack 2): a fingerprint of sampled input and output elements per output
+# buffer; caught by the repeat check (phase 4) since it exists.
+FAKES += (Fake("skips_unchanged", Expect(all_of=("STALE_REPEAT",))),)
+
+# Bench-mode only (GPU): each passes every check by construction; scripts/gpu_exploit_zoo.py --bench-probe times them
+# and judges each against its expectation.
+BENCH_FAKES = (
+    # closed: the out buffer is checked after every trial's timed calls, and phase-1 checks run untraced
+    Fake("cheats_when_untraced", Expect(any_of=("MISMATCH", "UNWRITTEN", "INVALID")), gpu_only=True),
+    # the baseline's graph captured while a self-removing proxy launched twice: caught by the baseline timed alone
+    Fake("slows_baseline_quietly", Expect(all_of=("BASELINE_SLOWED",)), gpu_only=True),
+)
 
 # The control: the real solution must pass every row the fakes run on.
 CONTROL_CPU_ROWS = tuple(dict.fromkeys(r for f in FAKES if not f.gpu_only for r in f.cpu_rows))
