@@ -5,10 +5,10 @@ base), the static rules on solution/, the round budget, correctness on every row
 `[gates]` in config.toml: min_geomean, min_row and ci_over_noise on the headline metric, and min_graph_peer_row_ci
 on each production row's graph_us against the best peer (what a user who captures graphs gains over what they could
 run instead). The benchmark gates read a bench run's rows and summary, so a committed results file can be gated
-too (results_file_findings). With a GPU the correctness
-and benchmark parts are one `kda bench` run (which writes results/<gpu>.jsonl.gz); without a GPU only the CPU
-correctness gate and, for a Triton candidate, the compile gate (every production launch lowers for sm_90) can run,
-and the verdict is BLOCKED, never PASS: the candidate stays unpromoted until a GPU measured it.
+too (results_file_findings). With a GPU the correctness and benchmark parts are one `kda bench` run (which writes
+results/<gpu>.jsonl.gz); without a GPU only the CPU correctness gate and, for a Triton candidate, the compile gate
+(every production launch lowers for sm_90) can run, and the verdict is BLOCKED, never PASS: the candidate stays
+unpromoted until a GPU measured it.
 
 Statuses: PASS (exit 0), FAIL (exit 1: something the candidate must fix), BLOCKED (exit 3: nothing failed that
 could be checked, but a gate could not be evaluated).
