@@ -94,6 +94,10 @@ SPEC = {
         "min_row": Field(float, check=positive, doc="least median speedup of the worst production row"),
         "ci_over_noise": Field(bool, doc="the geomean's 95% CI lower bound must exceed the A/A noise floor geomean "
                                          "(results/<gpu>-aa.jsonl.gz) when that file exists"),
+        "min_graph_peer_row_ci": Field(float, check=positive,
+                                       doc="a passing production row fails when its 95% interval of graph_us over "
+                                           "the best peer lies wholly below this (upper end under it): a row where a "
+                                           "user who captures graphs would lose to what they could run instead"),
         "max_rounds": Field(int, check=positive, doc="round budget of an agent run (Stop-hook rounds)"),
     }),
 }

@@ -202,6 +202,7 @@ against it. GPU: {{ gpu_text }}
 | `min_geomean` | {{ gates.min_geomean }} | geomean speedup over the baseline ({{ metric }}, production rows) at least this |
 | `min_row` | {{ gates.min_row }} | the worst production row's median speedup at least this |
 | `ci_over_noise` | {{ gates.ci_over_noise | lower }} | the geomean's 95% CI lower bound above the A/A noise floor (`results/<gpu>-aa.jsonl.gz`, when present) |
+| `min_graph_peer_row_ci` | {{ gates.min_graph_peer_row_ci }} | no production row whose 95% interval of graph_us over the best peer (upstream, torch.compile, eager) lies wholly below this |
 | `max_rounds` | {{ gates.max_rounds }} | rounds this run gets |
 
 How to run them yourself:

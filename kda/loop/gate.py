@@ -2,10 +2,13 @@
 
 Gates, in order: the scope of the change (only the task's solution/, docs/ and results/ may differ from the review
 base), the static rules on solution/, the round budget, correctness on every row, and the benchmark gates of
-`[gates]` in config.toml (min_geomean, min_row, ci_over_noise) on the headline metric. With a GPU the correctness
-and benchmark parts are one `kda bench` run (which writes results/<gpu>.jsonl.gz); without a GPU only the CPU
-correctness gate and, for a Triton candidate, the compile gate (every production launch lowers for sm_90) can run,
-and the verdict is BLOCKED, never PASS: the candidate stays unpromoted until a GPU measured it.
+`[gates]` in config.toml: min_geomean, min_row and ci_over_noise on the headline metric, and min_graph_peer_row_ci
+on each production row's graph_us against the best peer (what a user who captures graphs gains over what they could
+run instead). The benchmark gates read a bench run's rows and summary, so a committed results file can be gated
+too (results_file_findings). With a GPU the correctness and benchmark parts are one `kda bench` run (which writes
+results/<gpu>.jsonl.gz); without a GPU only the CPU correctness gate and, for a Triton candidate, the compile gate
+(every production launch lowers for sm_90) can run, and the verdict is BLOCKED, never PASS: the candidate stays
+unpromoted until a GPU measured it.
 
 Statuses: PASS (exit 0), FAIL (exit 1: something the candidate must fix), BLOCKED (exit 3: nothing failed that
 could be checked, but a gate could not be evaluated).
@@ -17,7 +20,9 @@ from pathlib import Path
 from typing import Callable
 
 from kda.evidence import ledger
+from kda.evidence.report import graph_peer_losses
 from kda.core.errors import KdaError
+from kda.harness import results_file
 from kda.harness.provenance import DEVICE_US_START
 
 EXIT = {"PASS": 0, "FAIL": 1, "BLOCKED": 3}
@@ -124,6 +129,41 @@ def bench_findings(summary: dict, gates: dict) -> tuple[list[str], list[str]]:
     return findings, notes
 
 
+def graph_peer_findings(rows: list[dict], gates: dict) -> tuple[list[str], list[str]]:
+    """min_graph_peer_row_ci on a bench run's rows: each passing production row whose 95% interval of graph_us over
+    the best peer lies wholly below the bound is a finding; a row with no such interval (the candidate's graph
+    capture failed, or no correct peer was timed) is a note, so it is never passed in silence. (findings, notes)"""
+    bound = gates["min_graph_peer_row_ci"]
+    losses = graph_peer_losses(rows, bound)
+    findings = [f"min_graph_peer_row_ci: row {r['id']}: graph_us {r['median']:.3f}x {_fmt_ci(r['ci'])} over "
+                f"{r['peer']} (the best peer), wholly below {bound}" for r in losses.below]
+    notes = [f"min_graph_peer_row_ci: row {rid} not checked: {why}" for rid, why in losses.unmeasured]
+    return _capped(findings, "rows below the bound"), _capped(notes, "rows not checked")
+
+
+def _capped(lines: list[str], what: str) -> list[str]:
+    """At most MAX_ROW_FINDINGS lines about rows, then how many more there are."""
+    if len(lines) <= MAX_ROW_FINDINGS:
+        return lines
+    return lines[:MAX_ROW_FINDINGS] + [f"... and {len(lines) - MAX_ROW_FINDINGS} more {what} (see the results file)"]
+
+
+def benchmark_findings(summary: dict, rows: list[dict], gates: dict) -> tuple[list[str], list[str]]:
+    """Every benchmark gate on a bench run (its summary and rows): (findings, notes)."""
+    findings, notes = bench_findings(summary, gates)
+    f, n = graph_peer_findings(rows, gates)
+    return findings + f, notes + n
+
+
+def results_file_findings(path: Path, gates: dict) -> tuple[list[str], list[str]]:
+    """The benchmark gates on a written results file (a bench run's, committed or not): what `kda gate` would find
+    in its numbers. Correctness is the rows' status, gated by _row_findings. (findings, notes)"""
+    recs = results_file.read_records(path)
+    rows = [r for r in recs if r.get("type") == "row"]
+    findings, notes = benchmark_findings(recs[-1], rows, gates)
+    return _row_findings(rows) + findings, notes
+
+
 def compile_findings(task, compiler: Callable | None = None) -> tuple[list[str], list[str]]:
     """The compile gate of a Triton candidate without a GPU: every launch of its production rows must lower for sm_90
     (kda.harness.aot.compile_task, or `compiler(task)` returning the same dict). (findings, notes)."""
@@ -190,13 +230,13 @@ def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base:
     res.results_path = Path(out["path"]) if out.get("path") else None
     res.findings += _row_findings(out["rows"])
     if use_gpu:
-        f, n = bench_findings(summ, gates)
+        f, n = benchmark_findings(summ, out["rows"], gates)
         res.findings += f
         res.notes += n
     else:
         res.notes.append(f"GPU not reachable (no CUDA device visible): only the CPU correctness gate ran, on the "
-                         f"{summ['rows_total']} rows marked cpu; min_geomean, min_row and ci_over_noise were not "
-                         f"evaluated, so the candidate stays unpromoted")
+                         f"{summ['rows_total']} rows marked cpu; min_geomean, min_row, ci_over_noise and "
+                         f"min_graph_peer_row_ci were not evaluated, so the candidate stays unpromoted")
         f, n = compile_findings(task, compiler)
         res.findings += f
         res.notes += n

@@ -111,6 +111,15 @@ def test_non_positive(tmp_path):
     assert "check.k_error_ratio" in msg and "positive" in msg
 
 
+def test_the_graph_peer_gate_is_a_positive_number(tmp_path):
+    assert load_config(REAL)["gates"]["min_graph_peer_row_ci"] == 1.0
+    msg = load_err(write(tmp_path, sub(r"^min_graph_peer_row_ci = 1.0$", "min_graph_peer_row_ci = true")))
+    assert "gates.min_graph_peer_row_ci must be a number" in msg
+    (tmp_path / "b").mkdir()
+    msg = load_err(write(tmp_path / "b", sub(r"^min_graph_peer_row_ci = 1.0$", "min_graph_peer_row_ci = 0")))
+    assert "gates.min_graph_peer_row_ci" in msg and "positive" in msg
+
+
 def test_name_must_match_folder(tmp_path):
     msg = load_err(write(tmp_path, TEXT, folder="other_task"))
     assert "task.name" in msg and "'fuse_scale_shift'" in msg and "'other_task'" in msg

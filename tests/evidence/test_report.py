@@ -258,3 +258,53 @@ def test_report_finds_the_profile_summaries_it_links_with_no_raw_export_in_the_t
                     assert f"]({prof.relative_to(task_dir / 'docs').as_posix()})" in md
                     named += 1
     assert named
+
+
+def _graph_row(rid, ci, production=True, status="PASS", peer="compile", graph_error=None):
+    e = {"median": sum(ci) / 2, "ci": ci, "n": 21} if ci else None
+    return {"id": rid, "production": production, "status": status,
+            "arms": {"candidate": {"graph_error": graph_error}},
+            "speedup": {"graph_us": {"best_peer": peer if ci else None, "vs_best_peer": e}}}
+
+
+GRAPH_ROWS = [_graph_row("below", [0.95, 0.99]), _graph_row("worst", [0.80, 0.90], peer="baseline"),
+              _graph_row("straddles", [0.97, 1.02]), _graph_row("above", [1.05, 1.10]),
+              _graph_row("test_only", [0.5, 0.6], production=False), _graph_row("failed", [0.5, 0.6], status="FAIL"),
+              _graph_row("uncaptured", None, graph_error="RuntimeError: capture\nmore"),
+              _graph_row("no_peer", None)]
+
+
+def test_graph_peer_losses_are_the_passing_production_rows_wholly_below_the_bound_worst_first():
+    losses = report.graph_peer_losses(GRAPH_ROWS)
+    assert [r["id"] for r in losses.below] == ["worst", "below"] and losses.below[0]["peer"] == "baseline"
+    assert losses.rows == 4  # below, worst, straddles, above: the rows with an interval
+    assert losses.unmeasured == [("uncaptured", "the candidate's graph capture failed (RuntimeError: capture)"),
+                                 ("no_peer", "no correct peer has a graph_us time")]
+    assert [r["id"] for r in report.graph_peer_losses(GRAPH_ROWS, bound=1.03).below] == ["worst", "below",
+                                                                                         "straddles"]
+
+
+def test_results_md_leads_with_both_figures_the_rows_below_one_and_the_readmes_reading(tmp_path):
+    summary = {"metrics": {"graph_us": {"vs_best_peer": {"geomean": 1.1, "ci": [1.05, 1.15]}},
+                           "device_us": {"vs_baseline": {"geomean": 1.6, "ci": [1.5, 1.7]}}}}
+    f = report.ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100"}, GRAPH_ROWS, summary)
+    aa = report.ResultsFile(tmp_path / "h100-aa.jsonl.gz", {"gpu_slug": "h100", "aa": True}, [], summary)
+    text = "\n".join(report.lead_section([aa, f]))
+    assert "| GPU | kernel vs best peer | eager call vs upstream | rows below 1 | worst row below 1 |" in text
+    assert "| H100 | 1.100 [1.050, 1.150] | 1.600 [1.500, 1.700] | 2/4 | worst: 0.850 [0.800, 0.900] vs baseline |" \
+        in text
+    assert text.count("| H100 |") == 1  # the A/A file has no user reading
+    assert "H100, uncaptured: no graph_us interval over a peer, the candidate's graph capture failed" in text
+    assert report.READ_RIGHT in text and report.lead_section([aa]) == []
+
+
+def test_each_committed_results_md_leads_with_what_the_summaries_count():
+    """The lead comes before any GPU's detail, and its count of rows below 1 is the summary's rows_ci_below_1."""
+    for task_dir, files in report.all_results().items():
+        md = (task_dir / "docs" / "results.md").read_text()
+        lead = md.split("\n## ")[1]
+        assert lead.startswith("At a glance") and report.READ_RIGHT in lead
+        for f in (f for f in files if not f.aa):
+            kernel = f.summary["metrics"]["graph_us"]["vs_best_peer"]
+            line = next(ln for ln in lead.splitlines() if ln.startswith(f"| {f.gpu.upper()} |")).split(" | ")
+            assert line[1] == report._ci(kernel) and line[3] == report.rows_below_one(kernel), (f.task, f.gpu)

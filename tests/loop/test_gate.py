@@ -71,7 +71,8 @@ def gpu(**kw):
 
 def test_config_has_gates():
     g = load_config(TASK / "config.toml")["gates"]
-    assert g == {"min_geomean": 1.0, "min_row": 0.97, "ci_over_noise": True, "max_rounds": 8}
+    assert g == {"min_geomean": 1.0, "min_row": 0.97, "ci_over_noise": True, "min_graph_peer_row_ci": 1.0,
+                 "max_rounds": 8}
 
 
 def test_config_without_gates_names_the_key(tmp_path):
@@ -89,8 +90,19 @@ def passing_out() -> dict:
     out = with_headline(real_out(), geomean=1.15, ci=[1.14, 1.16], min_median=0.99, noise=0.998)
     for r in out["rows"]:
         r.update(status="PASS", reasons=[], details=[])
+        set_graph_peer(r, [1.02, 1.08])
     out["summary"]["rows_passed"] = out["summary"]["rows_total"]
     return out
+
+
+def set_graph_peer(row: dict, ci: list[float], peer: str = "compile") -> dict:
+    """The row's graph_us interval over the best peer (its median at the middle)."""
+    row["speedup"]["graph_us"].update(best_peer=peer, vs_best_peer={"median": sum(ci) / 2, "ci": ci, "n": 21})
+    return row
+
+
+def prod_row(out: dict, k: int = 0) -> dict:
+    return [r for r in out["rows"] if r["production"]][k]
 
 
 def test_pass_on_gpu(task):
@@ -113,6 +125,71 @@ def test_each_benchmark_gate_fails_with_numbers(task, changes, gate_name, number
     assert res.status == "FAIL" and res.exit_code == 1 and res.decision == "NO-GO"
     hit = [f for f in res.findings if f.startswith(gate_name)]
     assert hit and numbers in hit[0], res.findings
+
+
+def test_a_row_whose_graph_peer_interval_lies_below_one_fails_by_name(task):
+    out = passing_out()
+    row = set_graph_peer(prod_row(out), [0.95, 0.99])
+    res = gate.run_gate(task, runner=runner_returning(out), **gpu())
+    assert res.status == "FAIL" and res.findings == [
+        f"min_graph_peer_row_ci: row {row['id']}: graph_us 0.970x [0.950, 0.990] over compile (the best peer), "
+        "wholly below 1.0"], res.findings
+
+
+def test_an_interval_straddling_one_passes(task):
+    out = passing_out()
+    set_graph_peer(prod_row(out), [0.95, 1.01])
+    res = gate.run_gate(task, runner=runner_returning(out), **gpu())
+    assert res.status == "PASS", res.text()
+
+
+def test_the_graph_peer_gate_reads_passing_production_rows_only(task):
+    """A test-only row is no user's loss; a failing row is the correctness gate's finding, not this one's."""
+    out = passing_out()
+    test_only = next(r for r in out["rows"] if not r["production"])
+    set_graph_peer(test_only, [0.5, 0.6])
+    findings, notes = gate.graph_peer_findings(out["rows"], {"min_graph_peer_row_ci": 1.0})
+    assert findings == [] and notes == []
+    set_graph_peer(prod_row(out), [0.5, 0.6])["status"] = "FAIL"
+    assert gate.graph_peer_findings(out["rows"], {"min_graph_peer_row_ci": 1.0}) == ([], [])
+
+
+def test_rows_without_a_graph_peer_interval_are_noted_not_passed_in_silence(task):
+    out = passing_out()
+    failed, lonely = prod_row(out, 0), prod_row(out, 1)
+    failed["speedup"]["graph_us"].update(vs_best_peer=None, best_peer=None)
+    failed["arms"]["candidate"]["graph_error"] = "RuntimeError: operation not permitted when stream is capturing"
+    lonely["speedup"]["graph_us"].update(vs_best_peer=None, best_peer=None)
+    res = gate.run_gate(task, runner=runner_returning(out), **gpu())
+    assert res.status == "PASS"
+    assert f"min_graph_peer_row_ci: row {failed['id']} not checked: the candidate's graph capture failed " \
+           "(RuntimeError: operation not permitted when stream is capturing)" in res.notes
+    assert f"min_graph_peer_row_ci: row {lonely['id']} not checked: no correct peer has a graph_us time" in res.notes
+
+
+def test_the_graph_peer_findings_are_capped_worst_first():
+    rows = [{"id": f"r{i}", "production": True, "status": "PASS", "arms": {},
+             "speedup": {"graph_us": {"best_peer": "eager", "vs_best_peer": {"median": 0.9 + i / 1000,
+                                                                             "ci": [0.8, 0.95]}}}}
+            for i in range(gate.MAX_ROW_FINDINGS + 3)]
+    findings, _ = gate.graph_peer_findings(rows[::-1], {"min_graph_peer_row_ci": 1.0})
+    assert len(findings) == gate.MAX_ROW_FINDINGS + 1 and "row r0: graph_us 0.900x" in findings[0]
+    assert findings[-1] == "... and 3 more rows below the bound (see the results file)"
+    # the bound is the key's value: at 0.8 every interval reaches it
+    assert gate.graph_peer_findings(rows, {"min_graph_peer_row_ci": 0.8}) == ([], [])
+
+
+def test_a_written_results_file_is_gated_as_kda_gate_gates_its_run(task, tmp_path):
+    out = passing_out()
+    row = set_graph_peer(prod_row(out, 2), [0.90, 0.97], peer="baseline")
+    path = tmp_path / "h200.jsonl.gz"
+    results_file.write(path, [out["provenance"], *out["rows"], out["summary"]])
+    gates = task.cfg["gates"]
+    findings, notes = gate.results_file_findings(path, gates)
+    assert findings == [f"min_graph_peer_row_ci: row {row['id']}: graph_us 0.935x [0.900, 0.970] over baseline "
+                        "(the best peer), wholly below 1.0"]
+    res = gate.run_gate(task, runner=runner_returning(out), **gpu())
+    assert (res.findings, res.notes) == (findings, notes)
 
 
 def test_ci_over_noise_skipped_without_aa_file(task):
