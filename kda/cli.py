@@ -60,9 +60,9 @@ def _run(args, mode: str) -> int:
     opts = RunOptions(mode=mode, device=device, aa=getattr(args, "aa", False),
                       candidate=_candidate(args),
                       rows=args.rows.split(",") if args.rows else None, write=not getattr(args, "no_write", False),
-                      salt=args.salt)
+                      salt=args.salt, sweep=_sweep(args, task, device))
     out = run_task(task, opts)
-    if mode == "bench":
+    if mode == "bench" and opts.sweep is None:  # a sweep is no measurement of the production rows
         from kda.evidence.ledger import record_bench
 
         record_bench(task, out)  # every benchmark that wrote a results file leaves a measurement in the ledger
@@ -70,6 +70,19 @@ def _run(args, mode: str) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0 if out["summary"]["rows_passed"] == out["summary"]["rows_total"] else 1
+
+
+def _sweep(args, task, device: str):
+    """The drawn rows of `--sweep N [--sweep-seed S]`, or None. On the CPU they come from the domain's CPU end."""
+    if getattr(args, "sweep", None) is None:
+        if getattr(args, "sweep_seed", None) is not None:
+            raise KdaError("--sweep-seed needs --sweep N")
+        return None
+    if args.rows or getattr(args, "aa", False):
+        raise KdaError("--sweep draws its own rows: it takes neither --rows nor --aa")
+    from kda.definition.sweep import build
+
+    return build(task, args.sweep, args.sweep_seed, cpu=device == "cpu")
 
 
 def cmd_check(args) -> int:
@@ -545,6 +558,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--candidate", help="a Python file to use as the candidate instead of solution/")
         p.add_argument("--json", help="also write the whole run as JSON here")
         p.add_argument("--salt", type=int, default=None, help="seed salt (default: random, recorded in the results)")
+        p.add_argument("--sweep", type=int, metavar="N", help="the generalisation sweep: N rows drawn at random from "
+                       "the task's [sweep] domain instead of workloads.json" + (" (the CPU end of it with --cpu)"
+                       if name == "check" else "; writes TASK/results/sweep/<gpu>.jsonl.gz and its verdict"))
+        p.add_argument("--sweep-seed", type=int, metavar="S", help="seed of the draw (default: the task's bench.seed)")
         if name == "check":
             p.add_argument("--cpu", action="store_true", help="run on the CPU through Triton's interpreter (rows marked cpu)")
             p.add_argument("--static", action="store_true", help="only the candidate's static rules (its source: "

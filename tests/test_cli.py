@@ -148,3 +148,27 @@ def test_run_without_a_gpu_checks_the_covering_sample_and_says_how_to_check_all(
     seen.clear()
     assert cli.main(["run", "--full"]) == 0
     assert seen["rows"] is None and f"all {len(rows)} CPU rows" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_check_sweep_on_the_cpu_draws_rows_outside_workloads_json_and_checks_them(tmp_path):
+    """End to end: `kda check TASK --cpu --sweep 2` draws from the domain's CPU end, hands the rows to the worker in a
+    file of their own (--rows-file) and checks them; workloads.json is untouched and nothing is written."""
+    workloads = ROOT / "diffusion" / "kernels" / "fuse_scale_shift" / "bench" / "workloads.json"
+    before = workloads.read_bytes()
+    out = tmp_path / "run.json"
+    p = kda("check", "fuse_scale_shift", "--cpu", "--sweep", "2", "--sweep-seed", "3", "--salt", "7", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = __import__("json").loads(out.read_text())
+    assert [r["id"].split("_")[:2] for r in run["rows"]] == [["sweep", "0"], ["sweep", "1"]]
+    assert all(r["status"] == "PASS" and r["params"] for r in run["rows"])
+    assert run["provenance"]["sweep"]["seed"] == 3 and run["provenance"]["sweep"]["cpu"]
+    assert "sweep: 2 rows drawn with seed 3 from the CPU end of its domain" in p.stdout
+    assert "path" not in run and workloads.read_bytes() == before
+
+
+def test_sweep_usage_errors(capsys):
+    assert cli.main(["check", "fuse_scale_shift", "--cpu", "--sweep", "2", "--rows", "x"]) == 2
+    assert "--sweep draws its own rows" in capsys.readouterr().err
+    assert cli.main(["check", "fuse_scale_shift", "--cpu", "--sweep-seed", "2"]) == 2
+    assert "--sweep-seed needs --sweep N" in capsys.readouterr().err

@@ -37,6 +37,74 @@ def _tolerances(v: dict) -> str | None:
     return f"unknown dtype {bad[0]!r}; expected some of {', '.join(DTYPES)}" if bad else None
 
 
+SWEEP_VALUE = (int, float, str, bool)
+# One parameter of a sweep domain: `choices`, or an integer range `min`..`max`. The CPU keys give the domain's small
+# end, drawn from under Triton's interpreter (`kda check TASK --cpu --sweep N`); they may lie below the GPU domain,
+# since the interpreter takes seconds per thousand programs while a GPU row that small says nothing about speed.
+PARAM_SPEC = {
+    "name": Field(str, doc="the parameter's name, as the task's sweep_row reads it"),
+    "why": Field(str, doc="why this domain: the production values it surrounds"),
+    "choices": Field(ListOf(SWEEP_VALUE), required=False, doc="the values a draw picks from, uniformly"),
+    "min": Field(int, required=False, doc="an integer range: least value"),
+    "max": Field(int, required=False, doc="an integer range: greatest value"),
+    "scale": Field(str, required=False, check=one_of("log", "linear"), doc="how a range is drawn (default log)"),
+    "multiple_of": Field(int, required=False, check=positive, doc="a range's values are multiples of this"),
+    "cpu_choices": Field(ListOf(SWEEP_VALUE), required=False, doc="on the CPU: the choices drawn from instead"),
+    "cpu_min": Field(int, required=False, doc="on the CPU: the range's least value instead (default min)"),
+    "cpu_max": Field(int, required=False, doc="on the CPU: the range's greatest value instead"),
+}
+RANGE_KEYS = ("min", "max", "scale", "multiple_of", "cpu_min", "cpu_max")
+
+
+def _multiple_between(lo: int, hi: int, step: int | None) -> bool:
+    step = step or 1
+    return -(-lo // step) * step <= hi
+
+
+def _param_problem(p: dict) -> str | None:
+    """What is inconsistent in one parameter of the sweep domain, or None."""
+    if p["choices"] is not None:
+        extra = [k for k in RANGE_KEYS if p[k] is not None]
+        if extra:
+            return f"{extra[0]!r} belongs to a range (min, max), not to 'choices'"
+        if not p["choices"] or p["cpu_choices"] == []:
+            return "expected at least one value in 'choices'" + (" and 'cpu_choices'" if p["choices"] else "")
+        return None
+    if p["min"] is None or p["max"] is None:
+        return "expected either 'choices' or both 'min' and 'max'"
+    if p["cpu_choices"] is not None:
+        return "'cpu_choices' belongs to 'choices', not to a range (use 'cpu_min' and 'cpu_max')"
+    if not 0 < p["min"] <= p["max"]:
+        return f"expected 0 < min <= max, got min {p['min']} and max {p['max']}"
+    if not _multiple_between(p["min"], p["max"], p["multiple_of"]):
+        return f"no multiple of {p['multiple_of']} lies between min {p['min']} and max {p['max']}"
+    if p["cpu_min"] is not None and p["cpu_max"] is None:
+        return "'cpu_min' needs 'cpu_max' (the CPU range)"
+    if p["cpu_max"] is not None:
+        lo = p["min"] if p["cpu_min"] is None else p["cpu_min"]
+        if not 0 < lo <= p["cpu_max"]:
+            return f"expected 0 < cpu_min <= cpu_max, got {lo} and {p['cpu_max']} (cpu_min defaults to min)"
+        if not _multiple_between(lo, p["cpu_max"], p["multiple_of"]):
+            return f"no multiple of {p['multiple_of']} lies between {lo} and cpu_max {p['cpu_max']}"
+    return None
+
+
+def _params(v: list) -> str | None:
+    names = [p["name"] for p in v]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        return f"parameter {dup!r} is declared twice"
+    for i, p in enumerate(v):
+        problem = _param_problem(p)
+        if problem:
+            return f"params[{i}] ({p['name']!r}): {problem}"
+    return None
+
+
+def _share(v: float) -> str | None:
+    return None if 0 < v <= 1 else f"expected a share in (0, 1], got {v!r}"
+
+
 SPEC = {
     "task": Field({
         "name": Field(str, doc="folder name of the task"),
@@ -99,6 +167,17 @@ SPEC = {
                                            "the best peer lies wholly below this (upper end under it): a row where a "
                                            "user who captures graphs would lose to what they could run instead"),
         "max_rounds": Field(int, check=positive, doc="round budget of an agent run (Stop-hook rounds)"),
+    }),
+    # The generalisation sweep (`kda bench TASK --sweep N`, kda/definition/sweep.py): the domain that shapes are drawn
+    # from at random around the production rows, and the target a sweep run is judged against (issue 34).
+    "sweep": Field({
+        "min_share": Field(float, check=_share,
+                           doc="least share of sweep rows whose graph_us interval over the best peer is not wholly "
+                               "below 1"),
+        "min_median": Field(float, check=positive, doc="least graph_us median over the best peer of any sweep row"),
+        "params": Field(ListOf(PARAM_SPEC), required=False, default=[], check=_params,
+                        doc="the domain: each parameter the task's sweep_row (bench/make_workloads.py) reads; "
+                            "empty: the task declares no sweep"),
     }),
 }
 

@@ -156,7 +156,9 @@ def toml_value(v: Any) -> str:
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)  # a JSON string is a TOML basic string
     if isinstance(v, dict):
-        items = ", ".join(f"{_toml_key(k)} = {toml_value(x)}" for k, x in v.items())
+        # TOML has no null: an optional key the spec left out (None once validated) is left out here too, and reads
+        # back as the same default.
+        items = ", ".join(f"{_toml_key(k)} = {toml_value(x)}" for k, x in v.items() if x is not None)
         return "{ " + items + " }" if items else "{}"
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"

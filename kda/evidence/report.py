@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kda.core.errors import KdaError
-from kda.harness import results_file
+from kda.harness import results_file, sweep_verdict
 from kda.harness.provenance import device_us_start
 from kda.core.paths import all_task_dirs, repo_root
 
@@ -65,6 +65,17 @@ def all_results(root: Path | None = None) -> dict[Path, list[ResultsFile]]:
     for task_dir in all_task_dirs():
         files = [load_results(p) for p in results_file.list_files(task_dir / "results")]
         files = [f for f in files if f.provenance.get("mode") == "bench"]
+        if files:
+            out[task_dir] = files
+    return out
+
+
+def all_sweeps() -> dict[Path, list[ResultsFile]]:
+    """Each task's sweep results files (TASK/results/sweep/<gpu>.jsonl.gz), apart from its production files."""
+    out = {}
+    for task_dir in all_task_dirs():
+        files = [load_results(p) for p in results_file.list_files(task_dir / "results" / "sweep")]
+        files = [f for f in files if f.provenance.get("mode") == "bench" and f.summary.get("sweep")]
         if files:
             out[task_dir] = files
     return out
@@ -282,6 +293,48 @@ def task_results_md(task_dir: Path, files: list[ResultsFile]) -> str:
         out += ["", f"![speedup per row](plots/{speedup})",
                 f"![bandwidth against the roofline](plots/{roofline})", ""]
     return "\n".join(out) + "\n"
+
+
+def _domain_text(p: dict) -> str:
+    if p.get("choices") is not None:
+        text = ", ".join(map(str, p["choices"]))
+        return text + (f" (CPU: {', '.join(map(str, p['cpu_choices']))})" if p.get("cpu_choices") else "")
+    text = f"{p['min']} .. {p['max']}, {p.get('scale') or 'log'}"
+    text += f", multiples of {p['multiple_of']}" if p.get("multiple_of") else ""
+    if p.get("cpu_max") is not None:
+        text += f" (CPU: {p['min'] if p.get('cpu_min') is None else p['cpu_min']} .. {p['cpu_max']})"
+    return text
+
+
+def sweep_section(f: ResultsFile) -> list[str]:
+    """One sweep results file: its verdict against the target, the domain it drew from, and every row."""
+    p, v, sw = f.provenance, f.summary["sweep"], f.provenance["sweep"]
+    w = v["worst"]
+    worst = (f"`{w['id']}` {w['median']:.3f} [{w['ci'][0]:.3f}, {w['ci'][1]:.3f}] vs {w['best_peer']}" if w
+             else "none timed")
+    out = [f"## Sweep on {p['gpu']['name']} (results/sweep/{f.path.name}): {sw['n']} rows drawn at random", "",
+           f"- run: {p['time_utc']}, commit `{(p.get('commit') or '?')[:12]}`{' (dirty tree)' if p.get('dirty') else ''}, "
+           f"`{p['command']}`, {p.get('duration_s', '?')} s",
+           f"- drawn with seed {sw['seed']} from the domain below (`kda bench {f.task} --sweep {sw['n']} "
+           f"--sweep-seed {sw['seed']}` draws the same rows)",
+           f"- **target {'met' if v['passed'] else 'not met'}**: {v['held']}/{v['rows']} rows "
+           f"({100 * v['share']:.0f}%) have a {v['metric']} interval over the best peer not wholly below 1 (target "
+           f"{100 * v['min_share']:.0f}%); worst row {worst} (target: no median below {v['min_median']:.2f})"]
+    for key, what in (("failed", "failed a check"), ("untimed", "have no graph_us interval")):
+        if v[key]:
+            out.append(f"- {len(v[key])} row(s) {what}: {', '.join(v[key])}")
+    out += ["", "| parameter | domain | why |", "|---|---|---|"]
+    out += [f"| {d['name']} | {_domain_text(d)} | {d['why']} |" for d in sw["domain"]]
+    out += ["", "| row | status | graph_us vs best peer [95% CI] | best peer | candidate graph_us (us) | holds |",
+            "|---|---|---|---|---|---|"]
+    for r in f.rows:
+        iv = sweep_verdict.interval(r)
+        peer = ((r.get("speedup") or {}).get("graph_us") or {}).get("best_peer")
+        cand = (((r.get("arms") or {}).get("candidate") or {}).get("graph_us") or {}).get("median")
+        verdict = r["status"] + (f" ({', '.join(r['reasons'])})" if r.get("reasons") else "")
+        out.append(f"| {r['id']} | {verdict} | {_speed(iv)} | {peer or '-'} | {_f(cand, 2)} | "
+                   f"{'yes' if sweep_verdict.holds(r) else '**no**'} |")
+    return out + [""]
 
 
 LARGE_BYTES = 256e6   # the issue's "rows moving at least 256 MB" (the runner's rows_256mb)
@@ -544,13 +597,18 @@ def stray_plots(results: dict[Path, list[ResultsFile]]) -> list[Path]:
                   if p.is_file() and p not in wanted)
 
 
-def generate(results: dict[Path, list[ResultsFile]] | None = None) -> dict[Path, str]:
+def generate(results: dict[Path, list[ResultsFile]] | None = None,
+             sweeps: dict[Path, list[ResultsFile]] | None = None) -> dict[Path, str]:
     """Every generated markdown file and its text (README included)."""
     results = all_results() if results is None else results
+    sweeps = all_sweeps() if sweeps is None else sweeps
     root = repo_root()
     texts = {}
-    for task_dir, files in results.items():
-        texts[task_dir / "docs" / "results.md"] = task_results_md(task_dir, files)
+    for task_dir in sorted({*results, *sweeps}):
+        text = task_results_md(task_dir, results.get(task_dir, []))
+        for f in sweeps.get(task_dir, []):
+            text += "\n" + "\n".join(sweep_section(f))
+        texts[task_dir / "docs" / "results.md"] = text
     texts[root / "docs" / "campaign.md"] = campaign_md(results)
     readme = root / "README.md"
     text = readme.read_text()

@@ -23,11 +23,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kda.core.errors import KdaError
 from kda.core.gpu import datasheet_tbps, gpu_slug
 from kda.harness import checks as C
-from kda.harness import channel, provenance, recheck, results_file
+from kda.harness import channel, provenance, recheck, results_file, sweep_verdict
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
 from kda.harness.verdict import METRICS, candidate_reasons, clean_baseline, row_statistics
 from kda.core.paths import repo_root
+from kda.definition.sweep import GENERATOR, Sweep
 from kda.definition.task import Task
 from kda.vendor.fetch import vendor_task
 
@@ -45,6 +46,7 @@ class RunOptions:
     salt: int | None = None
     quiet: bool = False
     clean: bool = False  # the worker times the baseline alone and never imports a candidate (set by run_task)
+    sweep: Sweep | None = None  # run these drawn rows instead of workloads.json's (kda/definition/sweep.py)
 
 
 class Worker:
@@ -55,7 +57,7 @@ class Worker:
     channel): nothing on the worker's command line or in its environment names either. Every reply must carry a tag
     that verifies under the key and echo the sequence number and nonce of the request it answers."""
 
-    def __init__(self, task: Task, opts: RunOptions, salt: int, copy_bandwidth: bool):
+    def __init__(self, task: Task, opts: RunOptions, salt: int, copy_bandwidth: bool, rows_file: Path | None = None):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="kda-worker-", suffix=".log", delete=False)
         res_r, res_w = os.pipe()
         argv = [sys.executable]
@@ -76,6 +78,8 @@ class Worker:
             argv += ["--candidate", str(opts.candidate)]
         if copy_bandwidth:
             argv.append("--copy-bandwidth")
+        if rows_file is not None:
+            argv += ["--rows-file", str(rows_file)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
                                      pass_fds=(res_w,), env=env)
         os.close(res_w)
@@ -163,8 +167,8 @@ def _rounded(values, digits: int = 4):
     return None if values is None else [None if v is None else round(v, digits) for v in values]
 
 
-def _start(task, opts, salt, copy_bw) -> tuple[Worker, dict]:
-    w = Worker(task, opts, salt, copy_bw)
+def _start(task, opts, salt, copy_bw, rows_file=None) -> tuple[Worker, dict]:
+    w = Worker(task, opts, salt, copy_bw, rows_file)
     hello = w.receive(timeout=600)
     if hello is None or hello.get("type") != "hello":
         if (hello or {}).get("type") == "forged":
@@ -179,7 +183,7 @@ def _start(task, opts, salt, copy_bw) -> tuple[Worker, dict]:
 def run_task(task: Task, opts: RunOptions) -> dict:
     """Run every selected row; returns {"provenance", "rows", "summary"} and writes the results file in bench mode."""
     info = vendor_task(task.cfg)  # downloads and verifies in the parent, so the worker only loads
-    rows = task.select(opts.rows, cpu_only=opts.device == "cpu")
+    rows = opts.sweep.parsed() if opts.sweep else task.select(opts.rows, cpu_only=opts.device == "cpu")
     if not rows:
         raise KdaError(f"{task.name}: no rows selected" + (" (no row is marked cpu: true)" if opts.device == "cpu" else ""))
     salt = opts.salt if opts.salt is not None else secrets.randbelow(2**31)
@@ -189,7 +193,18 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     smi_before = provenance.nvidia_smi() if opts.device == "cuda" else None
     # The adapter and oracle the parent judges with, loaded from their files before any candidate code has run.
     _ = (task.adapter, task.oracle)
-    worker, hello = _start(task, opts, salt, copy_bw=bench)
+    # A sweep's rows reach the worker in a file of their own (workloads.json stays as committed).
+    rows_dir = Path(tempfile.mkdtemp(prefix="kda-sweep-")) if opts.sweep else None
+    rows_file = None
+    if rows_dir is not None:
+        rows_file = rows_dir / "rows.json"
+        rows_file.write_text(json.dumps(opts.sweep.rows))
+    try:
+        worker, hello = _start(task, opts, salt, copy_bw=bench, rows_file=rows_file)
+    except BaseException:
+        if rows_dir is not None:
+            shutil.rmtree(rows_dir, ignore_errors=True)
+        raise
     gpu = hello.get("gpu", {})
     slug = gpu_slug(gpu["name"]) if gpu else "cpu"
     copy_tbps = hello.get("copy_tbps")
@@ -198,7 +213,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     started = time.time()
     # The baseline timed alone (issue 34, attack 3), by a second worker that never imports the candidate, started at
     # its first row: on a GPU, in bench runs that judge a candidate.
-    clean = _CleanWorker(task, opts, salt) if (bench and opts.device == "cuda" and not opts.aa
+    clean = _CleanWorker(task, opts, salt, rows_file) if (bench and opts.device == "cuda" and not opts.aa
                                                 and cfg["bench"]["clean_baseline_samples"] > 0) else None
     try:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -223,15 +238,19 @@ def run_task(task: Task, opts: RunOptions) -> dict:
                     # A refused line or a report the parent's own check contradicts (FORGED) fails the row, and the
                     # worker that let it through is never asked again.
                     worker.close(kill=True)
-                    worker, _ = _start(task, opts, salt, copy_bw=False)
+                    worker, _ = _start(task, opts, salt, copy_bw=False, rows_file=rows_file)
                 elif clean is not None and (raw.get("arms") or {}).get("baseline"):
                     clean = _time_alone(clean, worker, row, raw, cfg["bench"])
                 results.append(_decide(task, row, raw, static, copy_tbps, datasheet, opts, gpu.get("l2_bytes")))
+                if opts.sweep:
+                    results[-1]["params"] = opts.sweep.params[len(results) - 1]
                 bar.advance(job)
     finally:
         worker.close()
         if clean is not None:
             clean.close()
+        if rows_dir is not None:
+            shutil.rmtree(rows_dir, ignore_errors=True)
     smi_after = provenance.nvidia_smi() if opts.device == "cuda" else None
     prov = {
         "type": "provenance", "task": task.name, "mode": opts.mode, "aa": opts.aa, "time_utc": provenance.now(),
@@ -245,15 +264,21 @@ def run_task(task: Task, opts: RunOptions) -> dict:
             "baseline": {p: h for p, h in info.files.items()},
             "candidate": provenance.sha256_files(task.solution_files(opts.candidate), repo_root()) if not opts.aa else "baseline (A/A)",
             "harness": provenance.sha256_files([task.path / "bench" / "adapter.py", task.path / "oracle.py",
-                                                task.path / "config.toml", task.path / "bench" / "workloads.json"], repo_root()),
+                                                task.path / "config.toml", task.path / "bench" / "workloads.json"]
+                                               + ([task.path / GENERATOR] if opts.sweep else []), repo_root()),
         },
         "static_violations": static,
         "candidate_override": provenance.shown_path(str(opts.candidate)) if opts.candidate else None,
     }
+    if opts.sweep:
+        prov["sweep"] = opts.sweep.record()
     summary = summarize(task, results, cfg, opts, slug)
+    if opts.sweep and bench:
+        summary["sweep"] = sweep_verdict.verdict(results, cfg["sweep"]["min_share"], cfg["sweep"]["min_median"])
     out = {"provenance": prov, "rows": results, "summary": summary}
     if bench and opts.write:
-        path = results_file.write(results_path(task, slug, opts.aa), [prov, *results, summary])
+        path = results_file.write(sweep_path(task, slug) if opts.sweep else results_path(task, slug, opts.aa),
+                                  [prov, *results, summary])
         out["path"] = str(path)
     return out
 
@@ -261,14 +286,14 @@ def run_task(task: Task, opts: RunOptions) -> dict:
 class _CleanWorker:
     """The worker that times the baseline alone: started when first needed, restarted after a failure."""
 
-    def __init__(self, task: Task, opts: RunOptions, salt: int):
-        self.task, self.salt = task, salt
+    def __init__(self, task: Task, opts: RunOptions, salt: int, rows_file: Path | None = None):
+        self.task, self.salt, self.rows_file = task, salt, rows_file
         self.opts = RunOptions(mode="bench", device=opts.device, clean=True, quiet=True)
         self.worker: Worker | None = None
 
     def ask(self, row, inner: int, samples: int, timeout: float) -> dict | None:
         if self.worker is None:
-            self.worker, _ = _start(self.task, self.opts, self.salt, copy_bw=False)
+            self.worker, _ = _start(self.task, self.opts, self.salt, copy_bw=False, rows_file=self.rows_file)
         self.worker.request({"cmd": "clean", "row": row.id, "inner": inner, "samples": samples}, type="clean",
                             id=row.id)
         reply = self.worker.receive(timeout=timeout)
@@ -316,6 +341,12 @@ def _time_alone(clean: _CleanWorker, worker: Worker, row, raw: dict, b: dict) ->
 def results_path(task: Task, slug: str, aa: bool) -> Path:
     """Where a run writes its results file (kda.harness.results_file: the encoding)."""
     return task.results_dir() / results_file.file_name(slug, aa)
+
+
+def sweep_path(task: Task, slug: str) -> Path:
+    """Where a sweep run writes its results file: a folder of its own, which no reader of the production files
+    (report tables, ledger, verify, intake) lists, so the two never mix."""
+    return task.results_dir() / "sweep" / results_file.file_name(slug)
 
 
 def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | None = None) -> dict:

@@ -9,6 +9,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from kda.harness import sweep_verdict
+
 
 def _fmt(v, digits=2):
     return "-" if v is None else f"{v:.{digits}f}"
@@ -37,7 +39,7 @@ def print_run(out: dict, console: Console) -> None:
         t.add_column("worst err cand/base", justify="right", no_wrap=True)
     for r in rows:
         status = {"PASS": "[green]PASS", "FAIL": "[red]FAIL"}.get(r["status"], f"[red]{r['status']}")
-        name = r["id"] + ("" if r["production"] else " (reg)")
+        name = r["id"] + ("" if r["production"] or r.get("model") == "sweep" else " (reg)")  # sweep ids say it
         if bench and r.get("arms"):
             cand = r["arms"].get("candidate", {}).get(metric, {})
             sp = r["speedup"].get(metric, {})
@@ -82,5 +84,12 @@ def print_run(out: dict, console: Console) -> None:
     if prov.get("baseline_skipped"):
         line += f"\nbaseline not run: {prov['baseline_skipped']}"
     console.print(line)
+    sweep = prov.get("sweep")
+    if sweep:
+        domain = "the CPU end of its domain" if sweep["cpu"] else "its domain"
+        console.print(f"sweep: {sweep['n']} rows drawn with seed {sweep['seed']} from {domain} (config.toml's "
+                      "[sweep])", markup=False)
+    if summ.get("sweep"):
+        console.print("\n".join(sweep_verdict.lines(summ["sweep"])), markup=False)
     if out.get("path"):
         console.print(f"results written to {out['path']}")

@@ -658,6 +658,7 @@ def main(argv=None) -> None:
     ap.add_argument("--clean", action="store_true", help="time the baseline alone; never import a candidate")
     ap.add_argument("--candidate", default=None)
     ap.add_argument("--copy-bandwidth", action="store_true")
+    ap.add_argument("--rows-file", default=None, help="rows to serve instead of workloads.json (a sweep's draws)")
     args = ap.parse_args(argv)
     # Before any task or candidate code: the pipes and the run's key (nothing on the command line names them).
     cmd_in, reply, start = _open_channel()
@@ -667,6 +668,12 @@ def main(argv=None) -> None:
     tamper = TamperWatch()
     try:
         task = Task.load(args.task)
+        if args.rows_file:  # a sweep's drawn rows instead of workloads.json, read before any candidate code runs
+            from pathlib import Path
+
+            from kda.definition.workloads import load_rows
+
+            task.rows = load_rows(Path(args.rows_file))
         info = vendor_task(task.cfg, allow_download=False)
         if args.device == "cpu":
             _interpreter_device_module()

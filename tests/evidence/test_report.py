@@ -308,3 +308,29 @@ def test_each_committed_results_md_leads_with_what_the_summaries_count():
             kernel = f.summary["metrics"]["graph_us"]["vs_best_peer"]
             line = next(ln for ln in lead.splitlines() if ln.startswith(f"| {f.gpu.upper()} |")).split(" | ")
             assert line[1] == report._ci(kernel) and line[3] == report.rows_below_one(kernel), (f.task, f.gpu)
+def test_a_sweep_results_file_renders_its_verdict_domain_and_rows_into_the_task_page(tmp_path):
+    from kda.harness import sweep_verdict
+
+    task_dir = tmp_path / "fuse_scale_shift"
+    rows = [{"type": "row", "id": f"sweep_{i}_bcast11_b1_s{i}", "status": "PASS", "reasons": [], "production": False,
+             "model": "sweep", "params": {"S": i},
+             "arms": {"candidate": {"graph_us": {"median": 10.0 + i}}},
+             "speedup": {"graph_us": {"vs_best_peer": {"median": m, "ci": [m - 0.05, m + 0.05]},
+                                      "best_peer": "compile"}}}
+            for i, m in enumerate((1.2, 0.8, 1.05))]
+    domain = [{"name": "S", "why": "tokens around production", "choices": None, "cpu_choices": None, "min": 16,
+               "max": 80000, "scale": None, "multiple_of": None, "cpu_min": 1, "cpu_max": 24}]
+    prov = {"type": "provenance", "task": "fuse_scale_shift", "mode": "bench", "aa": False,
+            "time_utc": "2026-12-01T00:00:00Z", "commit": "0123456789abcdef", "command": "kda bench --sweep 3",
+            "duration_s": 12.0, "gpu": {"name": "NVIDIA H200"}, "gpu_slug": "h200",
+            "sweep": {"seed": 5, "n": 3, "cpu": False, "domain": domain, "draws": []}}
+    summary = {"type": "summary", "rows_total": 3, "rows_passed": 3, "sweep": sweep_verdict.verdict(rows, 0.9, 0.9)}
+    path = results_file.write(task_dir / "results" / "sweep" / "h200.jsonl.gz", [prov, *rows, summary])
+    f = report.load_results(path)
+    text = report.generate({}, {task_dir: [f]})[task_dir / "docs" / "results.md"]
+    assert "## Sweep on NVIDIA H200 (results/sweep/h200.jsonl.gz): 3 rows drawn at random" in text
+    assert "**target not met**: 2/3 rows (67%)" in text and "`sweep_1_bcast11_b1_s1` 0.800 [0.750, 0.850]" in text
+    assert "`kda bench fuse_scale_shift --sweep 3 --sweep-seed 5` draws the same rows" in text
+    assert "| S | 16 .. 80000, log (CPU: 1 .. 24) | tokens around production |" in text
+    assert "| sweep_1_bcast11_b1_s1 | PASS | 0.800 [0.750, 0.850] | compile | 11.00 | **no** |" in text
+    assert results_file.list_files(task_dir / "results") == []  # the production readers never see it

@@ -59,10 +59,10 @@ def srn(rid, model, source, residual, x, gate, weight, bias, scale, shift, norm,
 #   [1, 1, D]; 0.5.15's native CUDA path takes these on compute capability >= 10, an H100/H200 runs CuTe DSL.
 # - Helios (helios.py, D 5120): timestep_proj is permuted to [B, S, 6, D]: per-token fp32 modulation.
 # - MOVA-720p (mova_video_dit.py: video D 5120, audio D 1536): modulation assumed as Wan's fp32 [1, 1, D].
-def mod_tensor(form, dtype, S, D):
+def mod_tensor(form, dtype, S, D, B=1):
     if form == "none":
         return None
-    return t([S if p == "S" else D if p == "D" else int(p) for p in form.split(",")], dtype)
+    return t([S if p == "S" else D if p == "D" else B if p == "B" else int(p) for p in form.split(",")], dtype)
 
 
 rows = []
@@ -180,4 +180,21 @@ rows += [
         t([5120], "float32"), t([1]), t([1]), "layer", 1e-6, 9508, False),
 ]
 
-write_or_check(OUT, rows, sys.argv)
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain): the
+    production LayerNorm call (eps 1e-6), plain or residual, with the drawn modulation and gate forms (the `mod`
+    strings of the catalog, B the batch), dtypes and affine."""
+    B, S, D, dt = p["B"], p["S"], p["D"], p["dtype"]
+    x = t([B, S, D], dt)
+    w = None if p["affine"] == "none" else t([D], p["affine"])
+    mod = mod_tensor(p["mod"], p["mod_dtype"], S, D, B)
+    rid = f"{p['form']}_b{B}_s{S}_d{D}_{dt}_mod{p['mod'].replace(',', '')}_{p['mod_dtype']}_affine_{p['affine']}"
+    if p["form"] == "plain":
+        return nss(rid, "sweep", "sweep", x, w, w, mod, mod, "layer", 1e-6, seed, production=False)
+    gate = mod_tensor(p["gate"], p["mod_dtype"], S, D, B)
+    return srn(rid + f"_gate{p['gate'].replace(',', '')}", "sweep", "sweep", x, x, gate, w, w, mod, mod, "layer",
+               1e-6, seed, production=False)
+
+
+if __name__ == "__main__":  # `kda shapes` runs it as __main__; kda's sweep imports it for sweep_row
+    write_or_check(OUT, rows, sys.argv)

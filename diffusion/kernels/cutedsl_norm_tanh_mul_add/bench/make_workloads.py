@@ -140,4 +140,23 @@ rows += [
          9507, False),
 ]
 
-write_or_check(OUT, rows, sys.argv)
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain): the
+    Z-Image call (RMSNorm, eps 1e-5, no bias, shift the per-token residual stream) on a drawn shape and dtypes; scale
+    and scale2 are [1, 1, D] chunks of one adaLN output as in production, or dense per-batch [B, 1, D]."""
+    B, S, d, dt = p["B"], p["S"], p["D"], p["dtype"]
+    wd = dt if p["weight_dtype"] == "x" else p["weight_dtype"]
+    x, w = t([B, S, d], dt), t([d], wd)
+
+    def scale(chunk):
+        return t([1, 1, d], dt, offset=chunk * d) if p["scale"] == "chunk" else t([B, 1, d], dt)
+
+    rid = f"{p['form']}_b{B}_s{S}_d{d}_{dt}_w_{wd}_scale_{p['scale']}"
+    if p["form"] == "norm_scale":
+        return tman(rid, "sweep", "sweep", x, w, None, scale(1), t([B, S, d], dt), t([d], wd), None, scale(2), "rms",
+                    1e-5, seed, production=False)
+    return tma(rid, "sweep", "sweep", x, w, None, scale(3), t([B, S, d], dt), "rms", 1e-5, seed, production=False)
+
+
+if __name__ == "__main__":  # `kda shapes` runs it as __main__; kda's sweep imports it for sweep_row
+    write_or_check(OUT, rows, sys.argv)

@@ -32,6 +32,18 @@ def row(rid, model, source, x, scale, shift, c, seed, production=True, cpu=False
 #   chunk_fp32  per-token fp32 scale and shift, each a chunk of one [1, S, 2C] tensor (Wan2.2 TI2V-5B)
 #   fp32scale   output AdaLN: fp32 [1,1,C] scale, per-token bf16 shift (Wan2.2 A14B)
 #   select01    the gate variants, built further down
+def scale_shift(v, B, S, C, mod_dtype="bfloat16", x_dtype="bfloat16"):
+    """scale and shift of modulation layout `v` for x [B, S, C] (mod_dtype: of the layouts that do not fix it)."""
+    return {
+        "bcast11": lambda: (t([1, 1, C], mod_dtype), t([1, 1, C], mod_dtype)),
+        "full3d": lambda: (t([B, S, C], mod_dtype), t([B, S, C], mod_dtype)),
+        "bcast2d": lambda: (t([B, C], mod_dtype), t([B, C], mod_dtype)),
+        "chunk_fp32": lambda: (t([B, S, C], "float32", [S * 2 * C, 2 * C, 1], 0),
+                               t([B, S, C], "float32", [S * 2 * C, 2 * C, 1], C)),
+        "fp32scale": lambda: (t([1, 1, C], "float32"), t([B, S, C], x_dtype)),
+    }[v]()
+
+
 MODEL_ORDER = ("Qwen-Image", "Qwen-Image-Edit", "HunyuanVideo", "Wan2.2-TI2V-5B", "Wan2.2-T2V-A14B", "Wan2.2-I2V-A14B")
 CATALOG = production_rows("fuse_scale_shift", model_order=MODEL_ORDER)
 rows = []
@@ -40,14 +52,7 @@ for r in CATALOG:
     if v == "select01":
         continue
     x = t([1, S, C])
-    scale, shift = {
-        "bcast11": lambda: (t([1, 1, C]), t([1, 1, C])),
-        "full3d": lambda: (t([1, S, C]), t([1, S, C])),
-        "bcast2d": lambda: (t([1, C]), t([1, C])),
-        "chunk_fp32": lambda: (t([1, S, C], "float32", [S * 2 * C, 2 * C, 1], 0),
-                               t([1, S, C], "float32", [S * 2 * C, 2 * C, 1], C)),
-        "fp32scale": lambda: (t([1, 1, C], "float32"), t([1, S, C])),
-    }[v]()
+    scale, shift = scale_shift(v, 1, S, C)
     rows.append(row(r.id, r.model, r.source, x, scale, shift, r["scale_constant"], r.seed))
 
 REG = "regression"
@@ -191,4 +196,23 @@ rows += [
             F_LN, t([1, 8, 32768]), dense_mods(1, 32768), t([1, 8], "int32", dist="index01"), 9112, cpu=True),
 ]
 
-write_or_check(OUT, rows, sys.argv)
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain), built
+    like the production rows above: the same modulation layouts, with batch and dtypes drawn too."""
+    B, S, C, v, dt = p["B"], p["S"], p["C"], p["variant"], p["dtype"]
+    mod = dt if p["mod_dtype"] == "x" else p["mod_dtype"]
+    rid = f"{v}_b{B}_s{S}_c{C}_{dt}_mod_{mod}"
+    x = t([B, S, C], dt)
+    if v in ("select01_ln", "select01_res"):
+        index = t([B, S], "int32", dist="index01")
+        if v == "select01_ln":
+            return sel_row(rid, "sweep", "sweep", F_LN, x, modulation_views(C, B, 0, mod), index, seed)
+        return sel_row(rid, "sweep", "sweep", F_RES, x, modulation_views(C, B, 1, mod), index, seed, residual=x,
+                       residual_gate=x)
+    scale, shift = scale_shift(v, B, S, C, mod, dt)
+    return row(rid + f"_k{p['scale_constant']:g}", "sweep", "sweep", x, scale, shift, p["scale_constant"], seed,
+               production=False)
+
+
+if __name__ == "__main__":  # `kda shapes` runs it as __main__; kda's sweep imports it for sweep_row
+    write_or_check(OUT, rows, sys.argv)

@@ -145,4 +145,14 @@ for i, (rid, why, x, c, g, eps, fn, cpu, kw) in enumerate(reg):
     rows.append(row(rid, REG, f"regression: {why}", x, c, g, eps, 9001 + i, function=fn, production=False, cpu=cpu,
                     **kw))
 
-write_or_check(OUT, rows, sys.argv)
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain): the
+    production call (apply_group_norm_silu, G 32, eps 1e-6, affine in x's dtype) on a drawn shape, dtype and layout."""
+    shape = (p["B"], p["C"], p["T"], p["H"], p["W"])
+    x = t(shape, p["dtype"], stride=channels_last(shape) if p["layout"] == "cl3d" else None)
+    rid = "b{}_c{}_t{}_{}x{}".format(*shape) + f"_{p['dtype']}_{p['layout']}"
+    return row(rid, "sweep", "sweep", x, p["C"], 32, 1e-6, seed, production=False)
+
+
+if __name__ == "__main__":  # `kda shapes` runs it as __main__; kda's sweep imports it for sweep_row
+    write_or_check(OUT, rows, sys.argv)

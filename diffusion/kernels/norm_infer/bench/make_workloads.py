@@ -150,4 +150,18 @@ rows += [
        t([1, 128]), t([128]), 1e-6, 9212, production=False, cpu=True),
 ]
 
-write_or_check(OUT, rows, sys.argv)
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain): a
+    LayerNorm norm_infer call (as Helios makes it, affine on) or a per-head triton_one_pass_rms_norm call (as the QK
+    norms make it); each reads only its own parameters."""
+    if p["function"] == "norm_infer":
+        M, N, dt = p["ln_rows"], p["ln_width"], p["ln_dtype"]
+        adt = dt if p["ln_affine_dtype"] == "x" else p["ln_affine_dtype"]
+        return ni(f"ln_m{M}_n{N}_{dt}_affine_{adt}", "sweep", "sweep", t([M, N], dt), t([N], adt), t([N], adt),
+                  1e-6, False, seed, production=False)
+    S, D, dt = p["rms_rows"], p["head_dim"], p["rms_dtype"]
+    return op(f"op_s{S}_d{D}_{dt}", "sweep", "sweep", t([S, D], dt), t([D], dt), 1e-6, seed, production=False)
+
+
+if __name__ == "__main__":  # `kda shapes` runs it as __main__; kda's sweep imports it for sweep_row
+    write_or_check(OUT, rows, sys.argv)

@@ -108,5 +108,17 @@ rows.append(qk_row("reg_neox_d128_n8192_h32", "regression",
                    REG.format(why="a large NeoX row (the production models are all interleaved)"),
                    8192, 32, 128, 1309, neox=True, cpu=False))
 
+
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain): the
+    production call (cache as wide as the head, positions an arange) on B*S tokens, q and k contiguous or slices of
+    a fused [N, 3, H, D] QKV buffer."""
+    n, h, d = p["B"] * p["S"], p["heads"], p["head_dim"]
+    style = "neox" if p["neox"] else "interleaved"
+    fused = p["layout"] == "fused_qkv"
+    return qk_row(f"b{p['B']}_s{p['S']}_h{h}_d{d}_{p['dtype']}_{style}_{p['layout']}", "sweep", "sweep", n, h, d,
+                  seed, neox=p["neox"], dtype=p["dtype"], qk_stride=(lambda heads: [3 * heads * d, d, 1]) if fused
+                  else None, cpu=False)
+
 if __name__ == "__main__":
     write_or_check(OUT, rows, sys.argv[1:])

@@ -154,4 +154,20 @@ rows += [
             t([1, 24, 4 * 128], dist="specials"), ltx_cs(1, 4, 24, 64), ltx_cs(1, 4, 24, 64), 9108),
 ]
 
-write_or_check(OUT, rows, sys.argv)
+def sweep_row(p, seed):
+    """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain), in
+    either entry point's production form: apply_rotary_embedding with [T, D/2] cos/sin (x contiguous or the k slice
+    of a fused QKV), or the LTX-2 split form with its swapaxes cos/sin (bf16 only, as SGLang routes it)."""
+    B, T, H, D = p["B"], p["tokens"], p["heads"], p["head_dim"]
+    half = D // 2
+    if p["function"] == "apply_ltx2_split_rotary_emb":
+        return ltx_row(f"ltx2_b{B}_s{T}_h{H}_d{D}", "sweep", "sweep", t([B, T, H * D]), ltx_cs(B, H, T, half),
+                       ltx_cs(B, H, T, half), seed)
+    dt, cdt = p["dtype"], p["cos_dtype"]
+    stride, offset = ([T * 3 * H * D, 3 * H * D, D, 1], H * D) if p["layout"] == "qkv_slice" else (None, 0)
+    return rot_row(f"rot_b{B}_t{T}_h{H}_d{D}_{dt}_cos_{cdt}_{p['layout']}", "sweep", "sweep",
+                   t([B, T, H, D], dt, stride, offset), cs([T, half], cdt), cs([T, half], cdt), seed)
+
+
+if __name__ == "__main__":  # `kda shapes` runs it as __main__; kda's sweep imports it for sweep_row
+    write_or_check(OUT, rows, sys.argv)

@@ -1,0 +1,53 @@
+"""kda/harness/sweep_verdict.py on synthetic row records: the share of holding rows, the worst row, the target, and
+the printed lines within 80 columns; runner.sweep_path keeps sweep files apart from the production ones."""
+from pathlib import Path
+
+from kda.harness import sweep_verdict
+from kda.harness.runner import sweep_path
+
+
+def rec(i, median, lo, hi, status="PASS", peer="compile"):
+    r = {"id": f"sweep_{i}_row", "status": status, "speedup": {}}
+    if median is not None:
+        r["speedup"]["graph_us"] = {"vs_best_peer": {"median": median, "ci": [lo, hi]}, "best_peer": peer}
+    return r
+
+
+def test_share_worst_row_and_target_met():
+    rows = [rec(i, 1.1, 1.05, 1.15) for i in range(9)] + [rec(9, 0.95, 0.93, 0.99, peer="baseline")]
+    v = sweep_verdict.verdict(rows, 0.9, 0.9)
+    assert (v["held"], v["rows"], v["share"]) == (9, 10, 0.9)
+    assert v["worst"] == {"id": "sweep_9_row", "median": 0.95, "ci": [0.93, 0.99], "best_peer": "baseline"}
+    assert v["below_1"] == ["sweep_9_row"] and v["passed"]
+
+
+def test_an_interval_touching_1_holds_and_a_low_median_fails_the_target():
+    rows = [rec(0, 0.97, 0.9, 1.0), rec(1, 0.85, 0.8, 1.2)]
+    v = sweep_verdict.verdict(rows, 0.9, 0.9)
+    assert v["held"] == 2 and v["share"] == 1.0  # neither interval lies wholly below 1
+    assert v["below_min_median"] == ["sweep_1_row"] and not v["passed"]
+
+
+def test_failed_and_untimed_rows_count_against_the_share():
+    rows = [rec(0, 1.2, 1.1, 1.3), rec(1, 1.2, 1.1, 1.3, status="FAIL"), rec(2, None, 0, 0)]
+    v = sweep_verdict.verdict(rows, 0.5, 0.9)
+    assert v["held"] == 1 and v["failed"] == ["sweep_1_row"] and v["untimed"] == ["sweep_2_row"]
+    assert v["worst"]["id"] == "sweep_0_row" and not v["passed"]
+    assert not sweep_verdict.verdict([], 0.9, 0.9)["passed"]
+
+
+def test_lines_fit_80_columns_and_say_the_verdict():
+    rows = [rec(i, 0.5 + i / 10, 0.4, 0.6 + i / 10, status="FAIL" if i == 3 else "PASS") for i in range(8)]
+    rows[0]["id"] = "sweep_0_" + "x" * 120
+    text = sweep_verdict.lines(sweep_verdict.verdict(rows, 0.9, 0.9))
+    assert all(len(line) <= 80 for line in text)
+    assert text[0].startswith("sweep: ") and text[-1] == "  target NOT met"
+    assert any("failed a check" in line for line in text)
+
+
+def test_sweep_results_live_in_a_folder_of_their_own():
+    class T:
+        def results_dir(self):
+            return Path("/t/results")
+
+    assert sweep_path(T(), "h200") == Path("/t/results/sweep/h200.jsonl.gz")
