@@ -104,6 +104,8 @@ def intake(tar_path: Path, root: Path, labels: dict[str, str] | None = None) -> 
                 tar.extractall(tmp)
         task_dirs = sorted({p.parent.parent for p in tmp.rglob("docs/ledger.jsonl")}
                            | {p.parent.parent for p in tmp.rglob("results/*")
+                              if p.is_file() and results_file.is_results_name(p.name)}
+                           | {p.parent.parent.parent for p in tmp.rglob("results/sweep/*")
                               if p.is_file() and results_file.is_results_name(p.name)})
         if not task_dirs:
             raise KdaError(f"{tar_path}: no task folder (docs/ledger.jsonl or results/*.jsonl.gz) in it")
@@ -149,13 +151,37 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
         # the whole ledger as it will be, checked before it is written
         ledger.parse_text("".join(line + "\n" for line in local) + "".join(json.dumps(e) + "\n" for _, e in new),
                           f"{local_path} (with the new lines)")
+    sweeps = _plan_sweeps(src, dst, tar_path)
     profiles = []
     for f in sorted((src / "docs" / "profile").rglob("*")) if (src / "docs" / "profile").exists() else []:
         here = dst / f.relative_to(src)
         if f.is_file() and not is_raw_export(f) and (not here.exists() or here.read_bytes() != f.read_bytes()):
             profiles.append((f, here))
     return {"src": src, "dst": dst, "results": results, "replaces": replaces, "kept": kept, "ledger": new,
-            "remote_lines": remote_lines, "profiles": profiles}
+            "remote_lines": remote_lines, "profiles": profiles, "sweeps": sweeps}
+
+
+def _plan_sweeps(src: Path, dst: Path, tar_path: Path) -> list[tuple[Path, Path]]:
+    """Sweep results files (results/sweep/<gpu>.jsonl.gz, `kda bench --sweep`): taken in when new or newer, their
+    commit checked as a production file's; one replaced must be in git (its bytes stay there). No ledger entry: a
+    sweep is evidence about generalisation, not a decision about the candidate."""
+    out = []
+    for f in results_file.list_files(src / "results" / "sweep"):
+        provenance = _provenance(f)
+        here = results_file.find(dst / "results" / "sweep", results_file.stem(f))
+        if here is not None:
+            if results_file.read_bytes(here) == results_file.read_bytes(f) or \
+                    provenance["time_utc"] <= _provenance(here)["time_utc"]:
+                continue
+            try:
+                head_commit_holding(dst, here)
+            except KdaError as e:
+                raise KdaError(f"{tar_path}: {dst.name}/results/sweep/{f.name} would replace {here.name}, but {e}; "
+                               "nothing was taken in") from None
+        if gitutil.ok("rev-parse", "--is-inside-work-tree", cwd=dst):
+            _check_commit(f, provenance.get("commit"), dst, tar_path)
+        out.append((f, dst / "results" / "sweep" / f.name))
+    return out
 
 
 def _check_commit(path: Path, commit, dst: Path, tar_path: Path) -> None:
@@ -216,4 +242,11 @@ def _apply(plan: dict, label: str | None) -> Intake:
         here.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(f, here)
         out.profiles.append(here)
+    for f, here in plan["sweeps"]:
+        for old in results_file.list_files(here.parent):
+            if results_file.stem(old) == results_file.stem(f) and old != here:
+                old.unlink()  # the other encoding of the same run, in git (checked in the plan)
+        here.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, here)
+        out.results.append(here)
     return out

@@ -292,3 +292,14 @@ def test_a_results_file_whose_commit_holds_other_sources_is_refused(repo):
     tar = _tar(root, {f"{TASK}/{RES}": results(_head(root)), f"{TASK}/docs/ledger.jsonl": _lines(travelled)})
     [got] = intake(tar, root)
     assert got.results == [root / TASK / RES]
+
+
+def test_a_sweep_results_file_is_taken_in_beside_the_production_ones_without_a_ledger_entry(repo):
+    root, travelled, _ = repo
+    sweep = _results_text(_head(root), "sweep", "2026-11-25T12:00:00Z")
+    tar = _tar(root, {f"{TASK}/results/sweep/h100.jsonl.gz": _stored(sweep)})
+    (got,) = intake(tar, root)
+    here = root / TASK / "results" / "sweep" / "h100.jsonl.gz"
+    assert got.results == [here] and results_file.read_bytes(here) == sweep.encode()
+    assert got.ledger_ids == [] and got.archived == []
+    assert intake(tar, root)[0].results == []  # the same bytes again: nothing to take

@@ -1,10 +1,10 @@
-"""Exploit (issue 34, attack 3), bench mode, GPU only: slow the baseline where no state check can see it.
+"""Exploit (issue 34, attack 3), bench mode, GPU only: slow the baseline where no state check looks.
 
-Like slows_baseline.py it replaces the upstream Triton kernel with a proxy that launches twice, but only from its
-first call after a checked one, and the proxy puts the original back itself after a few launches. Every watch of
-upstream's state then finds the original in place; what stays behind is the baseline's CUDA graph, captured while
-the proxy was in place (its replays launch twice), and eager baseline samples timed before the proxy left. Checks
-pass by construction (the candidate's own math is the real kernel's).
+Like slows_baseline.py it makes the baseline launch its kernels twice, but it replaces no name: it wraps the launcher
+of each kernel the upstream module has already compiled (the `_run` of every CompiledKernel in its JIT functions'
+caches), objects in place inside a cache that legitimately changes as kernels compile, which the state watch
+(guards.UpstreamWatch: module globals, functions, Triton kernels' launch attributes, Triton's classes and hooks) does
+not compare. Its own math is the real kernel's, so every check passes.
 Defence: the baseline timed in a second worker that never imported the candidate, with the candidate's worker
 stopped meanwhile, compared median over median (kda/harness/runner.py) -> BASELINE_SLOWED. Run it with
 `scripts/gpu_exploit_zoo.py --bench-probe`.
@@ -18,32 +18,28 @@ common = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(common)
 
 UPSTREAM = "sglang.jit_kernel.diffusion.triton.scale_shift"
-KERNEL = "fuse_scale_shift_kernel_blc_opt"
-LAUNCHES = 64  # the proxy's life: past one graph capture of up to max_inner calls it may be gone, by design of the fake
 
 
-class _TwiceForAWhile:
-    def __init__(self, mod, kernel):
-        self.mod, self.kernel, self.left = mod, kernel, LAUNCHES
+def _twice(run):
+    def twice(*args, **kwargs):
+        run(*args, **kwargs)
+        return run(*args, **kwargs)
 
-    def __getitem__(self, grid):
-        launch = self.kernel[grid]
+    twice.kda_twice = True
+    return twice
 
-        def twice(*args, **kwargs):
-            self.left -= 1
-            if self.left <= 0:
-                setattr(self.mod, KERNEL, self.kernel)  # leave no trace for the next state check
-            launch(*args, **kwargs)
-            return launch(*args, **kwargs)
 
-        return twice
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
+def _double_compiled_launchers():
+    mod = logging.sys.modules.get(UPSTREAM)
+    for value in list(vars(mod).values()) if mod is not None else ():
+        jit = getattr(value, "fn", value)  # an autotuner's or heuristics' JIT function, or the JIT function itself
+        for entry in list(getattr(jit, "device_caches", {}).values()):
+            for compiled in list(entry[0].values()):
+                run = vars(compiled).get("_run")
+                if run is not None and not getattr(run, "kda_twice", False):
+                    compiled._run = _twice(run)
 
 
 def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, block_c=128, *, out=None):
-    mod = logging.sys.modules.get(UPSTREAM)
-    if mod is not None and not isinstance(getattr(mod, KERNEL), _TwiceForAWhile):
-        setattr(mod, KERNEL, _TwiceForAWhile(mod, getattr(mod, KERNEL)))
+    _double_compiled_launchers()
     return common.real_kernel(x, scale, shift, scale_constant, out)
