@@ -270,7 +270,8 @@ class UpstreamWatch:
             out += [f"{label}.{a}" for a, v in attrs.items() if now.get(a, _MISSING) is not v]
         for n, cls in self.classes.items():
             table, old = vars(cls), self.class_tables[n]
-            out += [f"{n}.{k}" for k in set(table) | set(old) if table.get(k, _MISSING) is not old.get(k, _MISSING)]
+            out += [f"{n}.{k}" for k in set(table) | set(old)
+                    if table.get(k, _MISSING) is not old.get(k, _MISSING) and not _copyreg_cache(k, old)]
         knobs = _knobs()
         out += [f"triton.knobs.runtime.{h}" for h, v in self.hooks.items()
                 if _hook_state(getattr(knobs, h, _MISSING)) != v]
@@ -301,10 +302,16 @@ class UpstreamWatch:
                 obj.calls[:] = list(calls)
 
 
+def _copyreg_cache(key: str, old: dict) -> bool:
+    """copyreg caches a class's slot names in `__slotnames__` the first time one of its objects is copied or pickled
+    (torch.compile and the profiler do, on an H100 in the first bench with the watch); that is no change to a launch."""
+    return key == "__slotnames__" and key not in old
+
+
 def _restore_table(obj, old: dict) -> None:
     table = vars(obj)
     for k in set(table) | set(old):
-        if table.get(k, _MISSING) is old.get(k, _MISSING) or _compiler_global(k, old):
+        if table.get(k, _MISSING) is old.get(k, _MISSING) or _compiler_global(k, old) or _copyreg_cache(k, old):
             continue
         if k not in old:
             delattr(obj, k)

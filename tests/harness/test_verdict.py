@@ -285,3 +285,13 @@ def test_baseline_slowed_and_upstream_tampered_are_reasons():
     assert codes == [C.UPSTREAM_TAMPERED, C.BASELINE_SLOWED]
     assert any("at the baseline arm's trial 0 phase 0" in d for d in details)
     assert any(d.endswith("while timed") for d in details)
+
+
+def test_stale_repeat_is_the_poison_left_by_the_second_call_not_any_phase_4_error():
+    raw = good_raw()
+    raw["checks"].append(rec("candidate", 0, 4, outputs={"y": out_stats(bad=5, max_norm_err=3.0)}))
+    assert reasons(raw)[0] == [C.MISMATCH]  # a precision cut fails phase 4 as it fails every phase
+    raw["checks"][-1]["outputs"]["y"] = out_stats(unwritten=1)
+    codes, details = reasons(raw)
+    assert codes == [C.UNWRITTEN, C.STALE_REPEAT]
+    assert "left 1 element(s) the harness had poisoned between the calls" in details[-1]

@@ -32,7 +32,9 @@ def _twice(run):
 def _double_compiled_launchers():
     mod = logging.sys.modules.get(UPSTREAM)
     for value in list(vars(mod).values()) if mod is not None else ():
-        jit = getattr(value, "fn", value)  # an autotuner's or heuristics' JIT function, or the JIT function itself
+        # the JIT function itself, or the one an autotuner or heuristics object wraps (a JIT function's own `fn` is
+        # the Python function)
+        jit = value if hasattr(value, "device_caches") else getattr(value, "fn", None)
         for entry in list(getattr(jit, "device_caches", {}).values()):
             for compiled in list(entry[0].values()):
                 run = vars(compiled).get("_run")
