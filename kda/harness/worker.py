@@ -466,19 +466,25 @@ class RowRunner:
         self.build(row)
         self.refill(0, 0)
         self.make_arms([])
-        arm = self.arms["baseline"]
         for _ in range(b["warmup"]):
-            arm()
+            self.arms["baseline"]()
         torch.cuda.synchronize()
+        # timed exactly as beside the candidate: over rotated input sets refilled before every sample where the
+        # run rotates (a single hot set here made every small row's baseline look 1.3-2x faster alone on an H100)
+        arm = self.rotated_arms(inner)["baseline"] if b["rotate"] else self.arms["baseline"]
         flush = timing.Flusher(b["l2"] == "cold", torch.cuda.get_device_properties(0).L2_cache_size)
         graph = timing.GraphArm(arm, inner)
         out = {"type": "clean", "id": row.id, "inner": inner, "device_us": [], "graph_us": [],
                "graph_error": graph.error}
         for i in range(samples):
-            self.refill(i, 0)
-            out["device_us"].append(timing.device_us(arm, inner, flush))
-            out["graph_us"].append(graph.sample_us(flush))
+            for k, m in enumerate(("device_us", "graph_us")):
+                if b["rotate"]:
+                    self.rot.refill(trial_seed(row.seed, self.args.salt, i, 200 + k))
+                else:
+                    self.refill(i, 0)
+                out[m].append(timing.device_us(arm, inner, flush) if m == "device_us" else graph.sample_us(flush))
         del self.arms
+        self.rot = self.rot_outs = None
         return out
 
     # -- one row ------------------------------------------------------------------------------------------
