@@ -469,6 +469,14 @@ class RowRunner:
         for _ in range(b["warmup"]):
             self.arms["baseline"]()
         torch.cuda.synchronize()
+        # The candidate's worker profiles every row before its trials (kernel_origin), and a process that has run the
+        # profiler launches more slowly from then on: so does this one, or its baseline ran 1.3-1.9x faster on every
+        # small row of an honest fuse_scale_shift run (H100, graph_us; the medians were ~1 us apart per call).
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]):
+            self.arms["baseline"]()
+            torch.cuda.synchronize()
         # timed exactly as beside the candidate: over rotated input sets refilled before every sample where the
         # run rotates (a single hot set here made every small row's baseline look 1.3-2x faster alone on an H100)
         arm = self.rotated_arms(inner)["baseline"] if b["rotate"] else self.arms["baseline"]
