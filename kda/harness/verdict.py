@@ -137,8 +137,12 @@ def clean_baseline(beside: dict, alone: dict, max_ratio: float) -> tuple[dict, s
     """The baseline beside the candidate against the baseline alone (a worker that never imported the candidate).
 
     beside: the row's raw baseline samples; alone: the clean worker's reply. Returns ({metric: {"beside", "alone",
-    "ratio"}}, the problem or None): a ratio of medians above max_ratio on device_us or graph_us means something in
-    the candidate's process slowed the baseline arm (issue 34, attack 3), whatever the mechanism."""
+    "ratio"}}, the problem or None): ratios of medians above max_ratio on both device_us and graph_us mean something
+    in the candidate's process slowed the baseline arm's device work (issue 34, attack 3), whatever the mechanism.
+    Both, because one metric alone moves too far between two honest processes: on an H100 (fuse_scale_shift, 40
+    rows, 5 samples alone) device_us ratios ran 0.50-1.77 on host-bound rows and graph_us ratios 0.81-1.48 on rows
+    under 10 us, never both above 1.6; a baseline launching twice measured 1.94 and 2.01. A slowdown of the host path
+    alone, or of less than max_ratio, passes this rule: the state watch (guards.UpstreamWatch) is the finer guard."""
     record, problems = {}, []
     for m in ("device_us", "graph_us"):
         b = [v for v in beside.get(m) or [] if v is not None]
@@ -151,4 +155,5 @@ def clean_baseline(beside: dict, alone: dict, max_ratio: float) -> tuple[dict, s
         if ratio is not None and ratio > max_ratio:
             problems.append(f"{m} {mb:.2f} us beside the candidate, {ma:.2f} us alone ({ratio:.2f}x, limit "
                             f"{max_ratio:g}x)")
-    return record, ("the baseline timed alone ran faster: " + "; ".join(problems)) if problems else None
+    slowed = len(problems) == 2
+    return record, ("the baseline timed alone ran faster: " + "; ".join(problems)) if slowed else None
