@@ -334,3 +334,13 @@ def test_a_sweep_results_file_renders_its_verdict_domain_and_rows_into_the_task_
     assert "| S | 16 .. 80000, log (CPU: 1 .. 24) | tokens around production |" in text
     assert "| sweep_1_bcast11_b1_s1 | PASS | 0.800 [0.750, 0.850] | compile | 11.00 | **no** |" in text
     assert results_file.list_files(task_dir / "results") == []  # the production readers never see it
+
+
+def test_the_readme_says_which_files_timed_over_rotated_input_sets(tmp_path):
+    summary = {"metrics": {}}
+    old = report.ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100", "task": "t"}, [], summary)
+    new = report.ResultsFile(tmp_path / "h200.jsonl.gz", {"gpu_slug": "h200", "task": "t", "rotate": True}, [],
+                             summary)
+    assert report.timing_method({tmp_path: [old]}).startswith("Every file above timed its calls on one set of inputs")
+    assert "(`bench.rotate`): t H200; every other file on one set" in report.timing_method({tmp_path: [old, new]})
+    assert report.timing_method({}) == ""
