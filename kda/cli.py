@@ -54,15 +54,18 @@ def _run(args, mode: str) -> int:
     from kda.definition.task import Task
 
     task = Task.load(args.task)
+    if getattr(args, "cold", False) and (getattr(args, "sweep", None) is not None or getattr(args, "aa", False)):
+        raise KdaError("--cold times the production rows against the candidate: it takes neither --sweep nor --aa")
     device = "cpu" if getattr(args, "cpu", False) else "cuda"
     if device == "cuda" and not _has_gpu():
         raise KdaError("no CUDA GPU is visible; use `kda check TASK --cpu` for the correctness gate through Triton's interpreter")
     opts = RunOptions(mode=mode, device=device, aa=getattr(args, "aa", False),
                       candidate=_candidate(args),
                       rows=args.rows.split(",") if args.rows else None, write=not getattr(args, "no_write", False),
-                      salt=args.salt, sweep=_sweep(args, task, device))
+                      salt=args.salt, sweep=_sweep(args, task, device),
+                      l2="cold" if getattr(args, "cold", False) else None)
     out = run_task(task, opts)
-    if mode == "bench" and opts.sweep is None:  # a sweep is no measurement of the production rows
+    if mode == "bench" and opts.sweep is None and opts.l2 is None:  # sweeps and cold runs are evidence beside it
         from kda.evidence.ledger import record_bench
 
         record_bench(task, out)  # every benchmark that wrote a results file leaves a measurement in the ledger
@@ -568,6 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "imports, torch compute on the hot path); no rows are run")
         else:
             p.add_argument("--aa", action="store_true", help="time the baseline against itself (noise floor)")
+            p.add_argument("--cold", action="store_true", help="flush the L2 before every sample (one call per sample); "
+                           "writes TASK/results/cold/<gpu>.jsonl.gz, reported beside the hot file")
             p.add_argument("--no-write", action="store_true", help="do not write the results file")
         p.set_defaults(fn=fn)
 

@@ -3,7 +3,10 @@
 # the project keeps (results files, ledgers, profile summaries) comes back as results.tar, the logs as logs.tar,
 # with ncu's raw CSV exports under profile-csv/<task>/<gpu>/csv/ (not kept in the tree; `kda profile --from-csv`).
 # Usage (GPU machine, repository root):
-#   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only | --profile-only] TASK[=ROW,ROW...] ...
+#   KDA_COMMIT=<sha> scripts/gpu_tasks.sh [--aa-only | --bench-only | --profile-only | --cold-only | --sweep-only]
+#       TASK[=ROW,ROW...] ...
+# --cold-only: `kda bench TASK --cold` (results/cold/<gpu>.jsonl.gz); --sweep-only: `kda bench TASK --sweep N` with
+# N from KDA_SWEEP_N (default 64; results/sweep/<gpu>.jsonl.gz). Both after the static rules, neither ledgered.
 # Rows after '=' are profiled with `kda profile --compare` after the benchmark; '@large' stands for the production
 # rows of 256 MB or more that the new results file has below 85% of copy and without a profile of their kernels.
 # --profile-only runs no A/A and no benchmark: it profiles the named rows ('@large': as read from the results file
@@ -16,6 +19,7 @@ set -uo pipefail
 mode=all
 case "${1:-}" in
   --aa-only) mode=aa; shift ;; --bench-only) mode=bench; shift ;; --profile-only) mode=profile; shift ;;
+  --cold-only) mode=cold; shift ;; --sweep-only) mode=sweep; shift ;;
 esac
 out=${OUT:-/tmp/kda-out}; logs=$(mktemp -d /tmp/kda-logs.XXXX); mkdir -p "$out"
 export PYTHONUNBUFFERED=1
@@ -36,7 +40,7 @@ for spec in "$@"; do
   task=${spec%%=*}; rows=""; [ "$spec" != "$task" ] && rows=${spec#*=}
   dir=$(python3 -c "from kda.core.paths import resolve_task, repo_root; import sys; print(resolve_task(sys.argv[1]).relative_to(repo_root()))" "$task")
   keep+=("$dir/results" "$dir/docs/ledger.jsonl")
-  if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" = all -o "$mode" = bench ]; then
+  if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" = all -o "$mode" = bench -o "$mode" = cold ]; then
     python3 scripts/warm_baseline.py "$task" --peer --jobs "$KDA_WARM_JOBS" > "$logs/$task-warm.log" 2>&1
     echo "$task peer warm-up: rc=$? $(grep -E 'built in' "$logs/$task-warm.log")"
   fi
@@ -46,8 +50,14 @@ for spec in "$@"; do
     pack
   fi
   # The static rules fail every row of a bench; they need no GPU, so a broken candidate costs seconds, not a bench.
-  if [ "$mode" = all -o "$mode" = bench ] && ! python3 -m kda check "$task" --static > "$logs/$task-static.log" 2>&1; then
+  if [ "$mode" != aa -a "$mode" != profile ] && ! python3 -m kda check "$task" --static > "$logs/$task-static.log" 2>&1; then
     echo "$task: static rules broken, no bench: $(head -3 "$logs/$task-static.log")"; pack; continue
+  fi
+  if [ "$mode" = cold -o "$mode" = sweep ]; then
+    extra=(--cold); [ "$mode" = sweep ] && extra=(--sweep "${KDA_SWEEP_N:-64}")
+    python3 -m kda bench "$task" "${extra[@]}" > "$logs/$task-$mode.log" 2>&1
+    echo "$task $mode: rc=$? $(grep -E 'rows passed|geomean over baseline|share' "$logs/$task-$mode.log" | tr '\n' ' ')"
+    pack; continue
   fi
   if [ "$mode" != aa ]; then
     if [ "$mode" != profile ]; then

@@ -172,3 +172,9 @@ def test_sweep_usage_errors(capsys):
     assert "--sweep draws its own rows" in capsys.readouterr().err
     assert cli.main(["check", "fuse_scale_shift", "--cpu", "--sweep-seed", "2"]) == 2
     assert "--sweep-seed needs --sweep N" in capsys.readouterr().err
+
+
+def test_cold_usage_errors(capsys):
+    assert cli.main(["bench", "fuse_scale_shift", "--cold", "--aa"]) == 2
+    assert "--cold times the production rows" in capsys.readouterr().err
+    assert cli.main(["bench", "fuse_scale_shift", "--cold", "--sweep", "4"]) == 2

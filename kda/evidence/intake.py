@@ -105,7 +105,7 @@ def intake(tar_path: Path, root: Path, labels: dict[str, str] | None = None) -> 
         task_dirs = sorted({p.parent.parent for p in tmp.rglob("docs/ledger.jsonl")}
                            | {p.parent.parent for p in tmp.rglob("results/*")
                               if p.is_file() and results_file.is_results_name(p.name)}
-                           | {p.parent.parent.parent for p in tmp.rglob("results/sweep/*")
+                           | {p.parent.parent.parent for folder in BESIDE for p in tmp.rglob(f"results/{folder}/*")
                               if p.is_file() and results_file.is_results_name(p.name)})
         if not task_dirs:
             raise KdaError(f"{tar_path}: no task folder (docs/ledger.jsonl or results/*.jsonl.gz) in it")
@@ -151,24 +151,29 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
         # the whole ledger as it will be, checked before it is written
         ledger.parse_text("".join(line + "\n" for line in local) + "".join(json.dumps(e) + "\n" for _, e in new),
                           f"{local_path} (with the new lines)")
-    sweeps = _plan_sweeps(src, dst, tar_path)
+    beside = _plan_beside(src, dst, tar_path)
     profiles = []
     for f in sorted((src / "docs" / "profile").rglob("*")) if (src / "docs" / "profile").exists() else []:
         here = dst / f.relative_to(src)
         if f.is_file() and not is_raw_export(f) and (not here.exists() or here.read_bytes() != f.read_bytes()):
             profiles.append((f, here))
     return {"src": src, "dst": dst, "results": results, "replaces": replaces, "kept": kept, "ledger": new,
-            "remote_lines": remote_lines, "profiles": profiles, "sweeps": sweeps}
+            "remote_lines": remote_lines, "profiles": profiles, "beside": beside}
 
 
-def _plan_sweeps(src: Path, dst: Path, tar_path: Path) -> list[tuple[Path, Path]]:
-    """Sweep results files (results/sweep/<gpu>.jsonl.gz, `kda bench --sweep`): taken in when new or newer, their
+# Results folders beside the production files: the generalisation sweep (`kda bench --sweep`) and the cold-L2 runs
+# (`kda bench --cold`).
+BESIDE = ("sweep", "cold")
+
+
+def _plan_beside(src: Path, dst: Path, tar_path: Path) -> list[tuple[Path, Path]]:
+    """Results files beside the production ones (results/sweep/, results/cold/): taken in when new or newer, their
     commit checked as a production file's; one replaced must be in git (its bytes stay there). No ledger entry: a
-    sweep is evidence about generalisation, not a decision about the candidate."""
+    sweep or a cold run is evidence about the candidate, not a decision."""
     out = []
-    for f in results_file.list_files(src / "results" / "sweep"):
+    for f in [f for folder in BESIDE for f in results_file.list_files(src / "results" / folder)]:
         provenance = _provenance(f)
-        here = results_file.find(dst / "results" / "sweep", results_file.stem(f))
+        here = results_file.find(dst / "results" / f.parent.name, results_file.stem(f))
         if here is not None:
             if results_file.read_bytes(here) == results_file.read_bytes(f) or \
                     provenance["time_utc"] <= _provenance(here)["time_utc"]:
@@ -176,11 +181,11 @@ def _plan_sweeps(src: Path, dst: Path, tar_path: Path) -> list[tuple[Path, Path]
             try:
                 head_commit_holding(dst, here)
             except KdaError as e:
-                raise KdaError(f"{tar_path}: {dst.name}/results/sweep/{f.name} would replace {here.name}, but {e}; "
+                raise KdaError(f"{tar_path}: {dst.name}/results/{f.parent.name}/{f.name} would replace {here.name}, but {e}; "
                                "nothing was taken in") from None
         if gitutil.ok("rev-parse", "--is-inside-work-tree", cwd=dst):
             _check_commit(f, provenance.get("commit"), dst, tar_path)
-        out.append((f, dst / "results" / "sweep" / f.name))
+        out.append((f, dst / "results" / f.parent.name / f.name))
     return out
 
 
@@ -242,7 +247,7 @@ def _apply(plan: dict, label: str | None) -> Intake:
         here.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(f, here)
         out.profiles.append(here)
-    for f, here in plan["sweeps"]:
+    for f, here in plan["beside"]:
         for old in results_file.list_files(here.parent):
             if results_file.stem(old) == results_file.stem(f) and old != here:
                 old.unlink()  # the other encoding of the same run, in git (checked in the plan)

@@ -70,15 +70,25 @@ def all_results(root: Path | None = None) -> dict[Path, list[ResultsFile]]:
     return out
 
 
-def all_sweeps() -> dict[Path, list[ResultsFile]]:
-    """Each task's sweep results files (TASK/results/sweep/<gpu>.jsonl.gz), apart from its production files."""
+def _beside(folder: str, keep) -> dict[Path, list[ResultsFile]]:
+    """Each task's results files in results/<folder>/ that `keep` accepts, apart from its production files."""
     out = {}
     for task_dir in all_task_dirs():
-        files = [load_results(p) for p in results_file.list_files(task_dir / "results" / "sweep")]
-        files = [f for f in files if f.provenance.get("mode") == "bench" and f.summary.get("sweep")]
+        files = [load_results(p) for p in results_file.list_files(task_dir / "results" / folder)]
+        files = [f for f in files if f.provenance.get("mode") == "bench" and keep(f)]
         if files:
             out[task_dir] = files
     return out
+
+
+def all_sweeps() -> dict[Path, list[ResultsFile]]:
+    """Each task's sweep results files (TASK/results/sweep/<gpu>.jsonl.gz), apart from its production files."""
+    return _beside("sweep", lambda f: bool(f.summary.get("sweep")))
+
+
+def all_colds() -> dict[Path, list[ResultsFile]]:
+    """Each task's cold-L2 results files (TASK/results/cold/<gpu>.jsonl.gz: `kda bench --cold`)."""
+    return _beside("cold", lambda f: f.provenance.get("l2") == "cold")
 
 
 def _ci(e: dict | None, digits=3) -> str:
@@ -320,6 +330,28 @@ def _domain_text(p: dict) -> str:
     if p.get("cpu_max") is not None:
         text += f" (CPU: {p['min'] if p.get('cpu_min') is None else p['cpu_min']} .. {p['cpu_max']})"
     return text
+
+
+def cold_section(colds: list[ResultsFile], hot: list[ResultsFile]) -> list[str]:
+    """The production rows timed from a flushed L2 (one call per sample), beside the hot file of the same GPU: the
+    two figures of the lead, cold and hot, so a reader sees how much of a win is L2 residency."""
+    out = ["## Cold L2 beside hot", "",
+           "Each sample starts from an L2 flushed by a write of twice its size and times one call (`kda bench "
+           f"--cold`, results/cold/): what a kernel costs when its inputs come from DRAM.", "",
+           f"| GPU | L2 {LEAD_HEAD} file |", "|---|---|---|---|---|---|"]
+    hot_by_gpu = {f.gpu: f for f in hot if not f.aa}
+    for f in colds:
+        for label, g in (("cold", f), ("hot", hot_by_gpu.get(f.gpu))):
+            if g is None:
+                out.append(f"| {f.gpu.upper()} | hot | - | - | - | no hot file for this GPU |")
+                continue
+            m = g.summary["metrics"]
+            kernel = (m.get("graph_us") or {}).get("vs_best_peer")
+            eager = (m.get("device_us") or {}).get("vs_baseline")
+            where = "cold/" if label == "cold" else ""
+            out.append(f"| {f.gpu.upper()} | {label} | {_ci(kernel)} | {_ci(eager)} | {rows_below_one(kernel)} "
+                       f"| results/{where}{g.path.name} (`{(g.provenance.get('commit') or '?')[:7]}`) |")
+    return out + [""]
 
 
 def sweep_section(f: ResultsFile) -> list[str]:
@@ -614,14 +646,18 @@ def stray_plots(results: dict[Path, list[ResultsFile]]) -> list[Path]:
 
 
 def generate(results: dict[Path, list[ResultsFile]] | None = None,
-             sweeps: dict[Path, list[ResultsFile]] | None = None) -> dict[Path, str]:
+             sweeps: dict[Path, list[ResultsFile]] | None = None,
+             colds: dict[Path, list[ResultsFile]] | None = None) -> dict[Path, str]:
     """Every generated markdown file and its text (README included)."""
     results = all_results() if results is None else results
     sweeps = all_sweeps() if sweeps is None else sweeps
+    colds = all_colds() if colds is None else colds
     root = repo_root()
     texts = {}
-    for task_dir in sorted({*results, *sweeps}):
+    for task_dir in sorted({*results, *sweeps, *colds}):
         text = task_results_md(task_dir, results.get(task_dir, []))
+        if colds.get(task_dir):
+            text += "\n" + "\n".join(cold_section(colds[task_dir], results.get(task_dir, [])))
         for f in sweeps.get(task_dir, []):
             text += "\n" + "\n".join(sweep_section(f))
         texts[task_dir / "docs" / "results.md"] = text

@@ -47,6 +47,7 @@ class RunOptions:
     quiet: bool = False
     clean: bool = False  # the worker times the baseline alone and never imports a candidate (set by run_task)
     sweep: Sweep | None = None  # run these drawn rows instead of workloads.json's (kda/definition/sweep.py)
+    l2: str | None = None  # "cold": bench.l2 overridden for this run (kda bench --cold), results in results/cold/
 
 
 class Worker:
@@ -74,6 +75,8 @@ class Worker:
             argv.append("--aa")
         if opts.clean:
             argv.append("--clean")
+        if opts.l2:
+            argv += ["--l2", opts.l2]
         if opts.candidate:
             argv += ["--candidate", str(opts.candidate)]
         if copy_bandwidth:
@@ -256,7 +259,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
         "type": "provenance", "task": task.name, "mode": opts.mode, "aa": opts.aa, "time_utc": provenance.now(),
         "command": provenance.command_line(), **provenance.git_state(), "gpu": gpu or None, "gpu_slug": slug,
         "nvidia_smi_before": smi_before, "nvidia_smi_after": smi_after, "software": provenance.software(),
-        "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": cfg["bench"]["l2"], "rotate": cfg["bench"]["rotate"], "seed_salt": salt,
+        "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": opts.l2 or cfg["bench"]["l2"], "rotate": cfg["bench"]["rotate"], "seed_salt": salt,
         "device_us_start": provenance.DEVICE_US_START,
         "vendored": hello.get("vendored"), "baseline_skipped": hello.get("baseline_skipped"),
         "duration_s": round(time.time() - started, 1),
@@ -277,7 +280,8 @@ def run_task(task: Task, opts: RunOptions) -> dict:
         summary["sweep"] = sweep_verdict.verdict(results, cfg["sweep"]["min_share"], cfg["sweep"]["min_median"])
     out = {"provenance": prov, "rows": results, "summary": summary}
     if bench and opts.write:
-        path = results_file.write(sweep_path(task, slug) if opts.sweep else results_path(task, slug, opts.aa),
+        path = results_file.write(sweep_path(task, slug) if opts.sweep else
+                                  cold_path(task, slug) if opts.l2 == "cold" else results_path(task, slug, opts.aa),
                                   [prov, *results, summary])
         out["path"] = str(path)
     return out
@@ -288,7 +292,7 @@ class _CleanWorker:
 
     def __init__(self, task: Task, opts: RunOptions, salt: int, rows_file: Path | None = None):
         self.task, self.salt, self.rows_file = task, salt, rows_file
-        self.opts = RunOptions(mode="bench", device=opts.device, clean=True, quiet=True)
+        self.opts = RunOptions(mode="bench", device=opts.device, clean=True, quiet=True, l2=opts.l2)
         self.worker: Worker | None = None
 
     def ask(self, row, inner: int, samples: int, timeout: float) -> dict | None:
@@ -341,6 +345,12 @@ def _time_alone(clean: _CleanWorker, worker: Worker, row, raw: dict, b: dict) ->
 def results_path(task: Task, slug: str, aa: bool) -> Path:
     """Where a run writes its results file (kda.harness.results_file: the encoding)."""
     return task.results_dir() / results_file.file_name(slug, aa)
+
+
+def cold_path(task: Task, slug: str) -> Path:
+    """Where a cold-L2 run of the production rows writes (kda bench --cold): a folder of its own, reported beside
+    the hot file of the same GPU, never mixed with it."""
+    return task.results_dir() / "cold" / results_file.file_name(slug)
 
 
 def sweep_path(task: Task, slug: str) -> Path:

@@ -670,6 +670,7 @@ def main(argv=None) -> None:
     ap.add_argument("--salt", type=int, required=True)
     ap.add_argument("--aa", action="store_true")
     ap.add_argument("--clean", action="store_true", help="time the baseline alone; never import a candidate")
+    ap.add_argument("--l2", choices=("hot", "cold"), default=None, help="override bench.l2 for this run")
     ap.add_argument("--candidate", default=None)
     ap.add_argument("--copy-bandwidth", action="store_true")
     ap.add_argument("--rows-file", default=None, help="rows to serve instead of workloads.json (a sweep's draws)")
@@ -682,6 +683,8 @@ def main(argv=None) -> None:
     tamper = TamperWatch()
     try:
         task = Task.load(args.task)
+        if args.l2:
+            task.cfg["bench"]["l2"] = args.l2  # kda bench --cold: the same rows with the L2 flushed before each sample
         if args.rows_file:  # a sweep's drawn rows instead of workloads.json, read before any candidate code runs
             from pathlib import Path
 

@@ -303,3 +303,10 @@ def test_a_sweep_results_file_is_taken_in_beside_the_production_ones_without_a_l
     assert got.results == [here] and results_file.read_bytes(here) == sweep.encode()
     assert got.ledger_ids == [] and got.archived == []
     assert intake(tar, root)[0].results == []  # the same bytes again: nothing to take
+
+
+def test_a_cold_l2_results_file_is_taken_in_to_its_own_folder(repo):
+    root, _, _ = repo
+    cold = _results_text(_head(root), "cold", "2026-11-25T12:30:00Z")
+    (got,) = intake(_tar(root, {f"{TASK}/results/cold/h100.jsonl.gz": _stored(cold)}), root)
+    assert got.results == [root / TASK / "results" / "cold" / "h100.jsonl.gz"] and got.ledger_ids == []

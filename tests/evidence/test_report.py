@@ -344,3 +344,17 @@ def test_the_readme_says_which_files_timed_over_rotated_input_sets(tmp_path):
     assert report.timing_method({tmp_path: [old]}).startswith("Every file above timed its calls on one set of inputs")
     assert "(`bench.rotate`): t H200; every other file on one set" in report.timing_method({tmp_path: [old, new]})
     assert report.timing_method({}) == ""
+
+
+def test_a_cold_l2_file_is_reported_beside_the_hot_file_of_its_gpu(tmp_path):
+    def f(name, prov, geo):
+        summary = {"metrics": {"graph_us": {"vs_best_peer": {"geomean": geo, "ci": [geo - 0.01, geo + 0.01],
+                                                             "rows_ci_below_1": 0, "rows": 7}},
+                               "device_us": {"vs_baseline": {"geomean": 1.5, "ci": [1.4, 1.6]}}}}
+        return report.ResultsFile(tmp_path / name, {"gpu_slug": "h100", "commit": "abcdef0123", **prov}, [], summary)
+
+    cold, hot = f("h100.jsonl.gz", {"l2": "cold"}, 1.2), f("h100.jsonl.gz", {"l2": "hot"}, 1.05)
+    text = "\n".join(report.cold_section([cold], [hot]))
+    assert "| H100 | cold | 1.200 [1.190, 1.210] | 1.500 [1.400, 1.600] | 0/7 |" in text
+    assert "| H100 | hot | 1.050 [1.040, 1.060] |" in text and "results/cold/h100.jsonl.gz (`abcdef0`)" in text
+    assert "no hot file for this GPU" in "\n".join(report.cold_section([cold], []))

@@ -66,7 +66,11 @@ def test_a_broken_static_rule_stops_the_bench_and_its_profiles(tmp_path):
 
 @pytest.mark.parametrize("mode,expected", [("--aa-only", ["-m kda bench rotary_embedding --aa"]),
                                            ("--bench-only", ["-m kda check rotary_embedding --static",
-                                                             "-m kda bench rotary_embedding"])])
+                                                             "-m kda bench rotary_embedding"]),
+                                           ("--cold-only", ["-m kda check rotary_embedding --static",
+                                                            "-m kda bench rotary_embedding --cold"]),
+                                           ("--sweep-only", ["-m kda check rotary_embedding --static",
+                                                             "-m kda bench rotary_embedding --sweep 64"])])
 def test_single_step_modes(tmp_path, mode, expected):
     steps, _, _ = _run(tmp_path, [mode, "rotary_embedding"])
     assert steps == expected
@@ -83,3 +87,8 @@ def test_results_tar_holds_each_kept_path_once(tmp_path):
     names = [m.name for m in members]
     assert any("/docs/profile/" in n for n in names)
     assert not [m.name for m in members if m.islnk()] and len(names) == len(set(names))
+
+
+def test_the_sweep_size_comes_from_kda_sweep_n(tmp_path):
+    steps, _, _ = _run(tmp_path, ["--sweep-only", "norm_infer"], KDA_SWEEP_N="8")
+    assert steps == ["-m kda check norm_infer --static", "-m kda bench norm_infer --sweep 8"]
