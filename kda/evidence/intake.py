@@ -161,9 +161,7 @@ def _plan(src: Path, dst: Path, tar_path: Path) -> dict:
             "remote_lines": remote_lines, "profiles": profiles, "beside": beside}
 
 
-# Results folders beside the production files: the generalisation sweep (`kda bench --sweep`) and the cold-L2 runs
-# (`kda bench --cold`).
-BESIDE = ("sweep", "cold")
+BESIDE = results_file.BESIDE
 
 
 def _plan_beside(src: Path, dst: Path, tar_path: Path) -> list[tuple[Path, Path]]:

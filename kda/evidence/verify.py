@@ -121,8 +121,9 @@ def verify_text(path: Path, text: str, blobs: Blobs, history: list[str]) -> Verd
 
 
 def results_files(task_dirs: list[Path]) -> list[Path]:
-    """The results files in the work tree of each task (its `results/` folder)."""
-    return [p for d in task_dirs for p in results_file.list_files(Path(d) / "results")]
+    """The results files in the work tree of each task (its `results/` folder and the folders beside: sweep, cold)."""
+    return [p for d in task_dirs for folder in ("", *results_file.BESIDE)
+            for p in results_file.list_files(Path(d) / "results" / folder)]
 
 
 @dataclass

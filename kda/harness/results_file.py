@@ -107,6 +107,11 @@ def write(path: Path, records: Iterable[dict]) -> Path:
     return path
 
 
+# Folders of a task's results/ beside its production files: the generalisation sweep (`kda bench --sweep`) and the
+# cold-L2 runs (`kda bench --cold`). Readers of the production files never list them.
+BESIDE = ("sweep", "cold")
+
+
 def file_name(slug: str, aa: bool = False) -> str:
     """`<gpu>.jsonl.gz`, `<gpu>-aa.jsonl.gz` for an A/A run."""
     return f"{slug}-aa{SUFFIX}" if aa else f"{slug}{SUFFIX}"
