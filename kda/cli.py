@@ -123,7 +123,8 @@ def cmd_e2e(args) -> int:
     print(f"{block.name}: follows {block.follows.file.rpartition('/')[2]}:{block.follows.line} "
           f"{block.data['block']['follows']['class']}")
     for s in block.sites:
-        print(f"  {s.name:<18} {s.task}:{s.entry}")
+        print(f"  {s.name:<18} {s.task}")
+        print(f"  {'':<18} :{s.entry}")
         print(f"  {'':<18} <- {', '.join(f'{m.file.rpartition(chr(47))[2]}:{m.line}' for m in s.mirrors)}")
     if not args.cpu:
         if not _has_gpu():
@@ -132,11 +133,14 @@ def cmd_e2e(args) -> int:
 
         print(f"wrote {bench(block, [args.arm] if args.arm else None)}")
         return 0
+    import textwrap
+
     from kda.e2e.check import check_cpu
 
     arms = [args.arm] if args.arm else ["eager"] + (["candidate"] if block.data["block"]["interpret"] else [])
     dims, results = check_cpu(block, arms)
-    print(f"CPU sizes: {', '.join(f'{k}={v}' for k, v in dims.items())}")
+    print(textwrap.fill("CPU sizes: " + ", ".join(f"{k}={v}" for k, v in dims.items()), width=80,
+                        subsequent_indent="  "))
     print(f"production: {', '.join(w.id for w in workloads)} (GPU only)")
     tol = block.data["block"]["tolerance"]
     for r in results:
