@@ -74,3 +74,15 @@ def test_every_arm_but_upstream_resolves_every_site_on_the_cpu(name):
         ks = kernel_set(block, arm)
         assert set(ks.sources) == {s.name for s in block.sites}
     assert set(arms(block)) >= {"upstream", "candidate", "eager", "compile"} | {f"only-{t}" for t in block.tasks}
+
+
+def test_the_gpu_timing_module_imports_and_refuses_the_cpu():
+    """Not run on a GPU yet (docs/e2e.md); on the CPU it must at least import and say where to go instead."""
+    import torch
+
+    from kda.e2e import timing
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(KdaError, match="--cpu"):
+        timing.bench(load_block("qwen_image"))
