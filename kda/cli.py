@@ -109,6 +109,51 @@ def _static(args) -> int:
     return 1 if problems else 0
 
 
+def cmd_e2e(args) -> int:
+    """A model block as the benchmark subject (docs/e2e.md): on the CPU, its arms at reduced sizes against the fp32
+    path; on a GPU, every arm timed at production sizes (that part has not run on a GPU yet)."""
+    if args.cpu:
+        # Before anything imports Triton: the candidate's kernels run in its interpreter (as `kda check --cpu`).
+        os.environ["TRITON_INTERPRET"] = "1"
+    from kda.e2e.block import load_block
+    from kda.e2e.wheel import mirror_problems
+
+    block = load_block(args.block)
+    problems = mirror_problems(block)
+    if problems:
+        raise KdaError("the block's claims about the wheel do not hold:\n" + "\n".join(problems))
+    workloads = block.workloads()  # a catalog row the block cannot take fails here, before anything runs
+    print(f"{block.name}: follows {block.follows.file.rpartition('/')[2]}:{block.follows.line} "
+          f"{block.data['block']['follows']['class']}")
+    for s in block.sites:
+        print(f"  {s.name:<18} {s.task}")
+        print(f"  {'':<18} :{s.entry}")
+        print(f"  {'':<18} <- {', '.join(f'{m.file.rpartition(chr(47))[2]}:{m.line}' for m in s.mirrors)}")
+    if not args.cpu:
+        if not _has_gpu():
+            raise KdaError(f"no GPU here: `kda e2e {block.name} --cpu` runs the block at reduced sizes")
+        from kda.e2e.timing import bench
+
+        print(f"wrote {bench(block, [args.arm] if args.arm else None)}")
+        return 0
+    import textwrap
+
+    from kda.e2e.check import check_cpu
+
+    arms = [args.arm] if args.arm else ["eager"] + (["candidate"] if block.data["block"]["interpret"] else [])
+    dims, results = check_cpu(block, arms)
+    print(textwrap.fill("CPU sizes: " + ", ".join(f"{k}={v}" for k, v in dims.items()), width=80,
+                        subsequent_indent="  "))
+    print(f"production: {', '.join(w.id for w in workloads)} (GPU only)")
+    tol = block.data["block"]["tolerance"]
+    for r in results:
+        errs = ", ".join(f"{e:.2e}" for e in r.errors)
+        print(f"  {r.arm:<10} {'PASS' if r.passed else 'FAIL'}  rel. error vs fp32 [{errs}] (tol {tol:g})")
+        for p in r.problems:
+            print(f"    {p}")
+    return 0 if all(r.passed for r in results) else 1
+
+
 def cmd_bench(args) -> int:
     return _run(args, "bench")
 
@@ -575,6 +620,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "writes TASK/results/cold/<gpu>.jsonl.gz, reported beside the hot file")
             p.add_argument("--no-write", action="store_true", help="do not write the results file")
         p.set_defaults(fn=fn)
+
+    p = sub.add_parser("e2e", help="a model block (diffusion/e2e/BLOCK) with every call site on one arm's kernels: "
+                       "--cpu checks its arms at reduced sizes against the fp32 path; on a GPU, times them")
+    p.add_argument("block")
+    p.add_argument("--cpu", action="store_true", help="reduced sizes on the CPU, Triton's interpreter for candidates")
+    p.add_argument("--arm", help="one arm only: upstream, candidate, eager, compile or only-<task>")
+    p.set_defaults(fn=cmd_e2e)
 
     p = sub.add_parser("compile", help="compile every Triton launch of each candidate's production rows for a GPU "
                        "architecture, without a GPU (inputs on the meta device, ptxas from the Triton wheel)")

@@ -133,3 +133,30 @@ def write_baseline_source(cfg: TaskConfig, info: VendorInfo) -> Path:
     out = docs / "baseline_source.md"
     out.write_text("\n".join(lines))
     return out
+
+
+def pinned_wheel_files(package: str, version: str, wanted: dict[str, str], where: str, *,
+                       allow_download: bool = True) -> dict[str, Path]:
+    """Files of the pinned wheel that no task vendors (model and layer sources an e2e block follows), extracted
+    beside the vendored ones and checked against the sha256 `where` pins; wheel path -> extracted file."""
+    root = vendor_root(package, version)
+    missing = [p for p in wanted if not (root / p).is_file()]
+    if missing:
+        if not allow_download and not sorted((cache_dir() / "wheels" / f"{package}-{version}").glob("*.whl")):
+            raise KdaError(f"{where}: wheel files missing from {root}: {', '.join(missing)}; run `kda vendor`")
+        wheel = download_wheel(package, version)
+        with zipfile.ZipFile(wheel) as zf:
+            names = set(zf.namelist())
+            for p in missing:
+                if p not in names:
+                    raise KdaError(f"{where}: wheel file {p!r} is not in {wheel.name}")
+                (root / p).parent.mkdir(parents=True, exist_ok=True)
+                (root / p).write_bytes(zf.read(p))
+    out = {}
+    for p, expected in wanted.items():
+        got = sha256_file(root / p)
+        if got != expected:
+            raise KdaError(f"{where}: wheel file {p} has sha256 {got}, but the pin is {expected} "
+                           f"(delete {root / p} to re-extract, or fix the pin)")
+        out[p] = root / p
+    return out

@@ -2,7 +2,7 @@
 each other, directly or through others. Function-level imports count too: a lazy import is still a dependency.
 
 Layers, lowest first (docs/architecture.md draws them):
-  core, runtime -> definition, vendor, shapes -> harness -> evidence -> loop -> cli
+  core, runtime -> definition, vendor, shapes -> harness, e2e -> evidence -> loop -> cli
 """
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "kda"
-LAYER = {"core": 0, "runtime": 0, "definition": 1, "vendor": 1, "shapes": 1, "harness": 2, "evidence": 3,
+LAYER = {"core": 0, "runtime": 0, "definition": 1, "vendor": 1, "shapes": 1, "harness": 2, "e2e": 2, "evidence": 3,
          "loop": 4, "cli": 5, "__main__": 5, "__init__": 0}
 # Within one layer, the imports allowed between subpackages (importer, imported): vendor and shapes read task
-# definitions, never the other way; `python -m kda` is the CLI.
-WITHIN = {("vendor", "definition"), ("shapes", "definition"), ("__main__", "cli")}
+# definitions, never the other way; e2e writes results through the harness's encoding; `python -m kda` is the CLI.
+WITHIN = {("vendor", "definition"), ("shapes", "definition"), ("e2e", "harness"), ("__main__", "cli")}
 
 
 def modules() -> dict[str, Path]:

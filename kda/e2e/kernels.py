@@ -1,0 +1,87 @@
+"""Which function runs at each call site of a block, per arm.
+
+Arms:
+    upstream       SGLang's kernel at every site: the task's vendored entry point (loaded as the worker loads baselines)
+    candidate      every task's current solution at its sites (loaded as Task.load_solution does)
+    only-<task>    that task's candidate at its sites, upstream everywhere else: what one task alone buys
+    eager          the PyTorch path at every site (kda.e2e.torch_paths)
+    compile        the eager arm, with the whole block under torch.compile (the runner compiles; the sites are eager's)
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from kda.core.errors import KdaError
+from kda.definition.task import Task
+from kda.e2e import torch_paths
+from kda.e2e.block import BlockDef
+
+FIXED_ARMS = ("upstream", "candidate", "eager", "compile")
+ONLY = "only-"
+
+
+class KernelSet:
+    """The resolved function of every site: `k.<site>(...)` calls it. Attribute access keeps the block's code as
+    the wheel's reads (one call per site) and lets torch.compile see plain Python functions."""
+
+    def __init__(self, arm: str, fns: dict[str, Callable], sources: dict[str, str]):
+        self.arm = arm
+        self._fns = fns
+        self.sources = sources  # site -> where its function came from, for the report
+
+    def __getattr__(self, name: str) -> Callable:
+        fns = self.__dict__.get("_fns", {})
+        if name not in fns:
+            raise AttributeError(f"no call site {name!r} in this block (sites: {', '.join(fns)})")
+        return fns[name]
+
+
+def arms(block: BlockDef) -> list[str]:
+    return [*FIXED_ARMS, *(ONLY + t for t in block.tasks)]
+
+
+def _check_arm(block: BlockDef, arm: str) -> None:
+    if arm not in arms(block):
+        raise KdaError(f"{block.label}: no arm {arm!r} (arms: {', '.join(arms(block))})")
+
+
+def _upstream(task: Task) -> dict[str, Callable]:
+    from kda.vendor import load_entry_points, vendor_task
+
+    return load_entry_points(task.cfg, vendor_task(task.cfg))
+
+
+def _candidate(task: Task) -> dict[str, Callable]:
+    mod = task.load_solution()
+    return {e.split(":")[1]: getattr(mod, e.split(":")[1], None) for e in task.cfg["task"]["entry_points"]}
+
+
+def kernel_set(block: BlockDef, arm: str) -> KernelSet:
+    """Resolve every site for `arm`; a site whose function is missing is an error naming the block and the site."""
+    _check_arm(block, arm)
+    loaded: dict[tuple[str, str], dict[str, Callable]] = {}
+    fns, sources = {}, {}
+    for site in block.sites:
+        kind = _kind(arm, site.task)
+        if kind == "eager":
+            fn = torch_paths.PATHS.get(site.entry)
+            where = f"kda/e2e/torch_paths.py:{site.entry}"
+        else:
+            if (kind, site.task) not in loaded:
+                task = Task.load(site.task)
+                loaded[kind, site.task] = _upstream(task) if kind == "upstream" else _candidate(task)
+            fn = loaded[kind, site.task].get(site.entry)
+            where = f"{site.task} {'vendored' if kind == 'upstream' else 'solution'}:{site.entry}"
+        if not callable(fn):
+            raise KdaError(f"{block.label} site {site.name!r}: the {kind} arm has no function {site.entry!r} "
+                           f"({where})")
+        fns[site.name], sources[site.name] = fn, where
+    return KernelSet(arm, fns, sources)
+
+
+def _kind(arm: str, task: str) -> str:
+    if arm in ("eager", "compile"):
+        return "eager"
+    if arm in ("upstream", "candidate"):
+        return arm
+    return "candidate" if arm == ONLY + task else "upstream"

@@ -1,0 +1,88 @@
+"""Block definitions: workloads from the shape catalog, a row the block cannot take named with file, block and row,
+and the kernel set of every arm resolving every site."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from kda.core.errors import KdaError
+from kda.e2e.block import all_blocks, load_block
+from kda.e2e.kernels import arms, kernel_set
+
+
+def _copy(tmp_path, name="qwen_image"):
+    dst = tmp_path / name
+    shutil.copytree(load_block(name).path, dst, ignore=shutil.ignore_patterns("results", "__pycache__"))
+    return dst
+
+
+def _edit(path, old, new):
+    text = (path / "block.toml").read_text()
+    assert old in text
+    (path / "block.toml").write_text(text.replace(old, new, 1))
+
+
+def test_qwen_image_production_sizes_come_from_the_catalog():
+    ws = {w.id: w for w in load_block("qwen_image").workloads()}
+    w = ws["qwen_image_1024px_txt47"]
+    assert (w.dims["hidden"], w.dims["heads"], w.dims["head_dim"]) == (3072, 24, 128)
+    assert (w.dims["img_tokens"], w.dims["txt_tokens"]) == (4096, 47)
+    assert ws["qwen_image_1024px_txt19"].dims["txt_tokens"] == 19
+    assert w.rows["img_tokens"].file.endswith("qwen-image.toml")
+
+
+def test_a_row_of_another_kernel_is_named(tmp_path):
+    d = _copy(tmp_path)
+    # a real catalog row, but of a kernel no site of this block calls (HunyuanVideo's QK RMSNorm)
+    _edit(d, 'model = "qwen-image.toml"', 'model = "hunyuanvideo.toml"')
+    _edit(d, 'img_tokens = "qwen_image_img_norm1_s4096_d3072"', 'img_tokens = "hunyuanvideo_qk_rms_s1320_d128_bf16"')
+    with pytest.raises(KdaError, match=r"block\.toml \(block 'qwen_image'\) workload 'qwen_image_1024px_txt47': "
+                                       r"catalog row 'hunyuanvideo_qk_rms_s1320_d128_bf16' \(.*hunyuanvideo.toml\): "
+                                       r"norm_infer:triton_one_pass_rms_norm is no call site"):
+        load_block(d).workloads()
+
+
+def test_a_row_of_another_width_is_named(tmp_path):
+    d = _copy(tmp_path)
+    _edit(d, 'model = "qwen-image.toml"', 'model = "wan2.2-t2v-a14b.toml"')
+    with pytest.raises(KdaError, match=r"workload 'qwen_image_1024px_txt47': key 'tokens.img_tokens': .*wan2.2-t2v-a14b"
+                                       r".toml has no row 'qwen_image_img_norm1_s4096_d3072'"):
+        load_block(d).workloads()
+
+
+def test_sizes_the_wheel_would_not_send_to_the_kernels_are_refused(tmp_path):
+    d = _copy(tmp_path)
+    _edit(d, "hidden = 256", "hidden = 192")
+    with pytest.raises(KdaError, match=r"\(block 'qwen_image'\) key 'cpu': the block cannot take these sizes: "
+                                       r"hidden 192: .*D % 256"):
+        load_block(d).cpu_dims()
+
+
+def test_an_unknown_block_lists_the_known_ones():
+    with pytest.raises(KdaError, match="known blocks: .*qwen_image"):
+        load_block("no_such_block")
+
+
+@pytest.mark.parametrize("name", all_blocks())
+def test_every_arm_but_upstream_resolves_every_site_on_the_cpu(name):
+    """Upstream arms load CUDA and CuTe DSL baselines (GPU only); their names are checked by test_sites."""
+    block = load_block(name)
+    for arm in arms(block):
+        if arm.startswith("only-") or arm == "upstream":
+            continue
+        ks = kernel_set(block, arm)
+        assert set(ks.sources) == {s.name for s in block.sites}
+    assert set(arms(block)) >= {"upstream", "candidate", "eager", "compile"} | {f"only-{t}" for t in block.tasks}
+
+
+def test_the_gpu_timing_module_imports_and_refuses_the_cpu():
+    """Not run on a GPU yet (docs/e2e.md); on the CPU it must at least import and say where to go instead."""
+    import torch
+
+    from kda.e2e import timing
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(KdaError, match="--cpu"):
+        timing.bench(load_block("qwen_image"))
