@@ -358,3 +358,21 @@ def test_a_cold_l2_file_is_reported_beside_the_hot_file_of_its_gpu(tmp_path):
     assert "| H100 | cold | 1.200 [1.190, 1.210] | 1.500 [1.400, 1.600] | 0/7 |" in text
     assert "| H100 | hot | 1.050 [1.040, 1.060] |" in text and "results/cold/h100.jsonl.gz (`abcdef0`)" in text
     assert "no hot file for this GPU" in "\n".join(report.cold_section([cold], []))
+
+
+def test_the_e2e_table_reads_a_blocks_results_file(tmp_path):
+    from kda.harness import results_file
+
+    sp = lambda m: {"median": m, "ci": [m - 0.01, m + 0.01], "n": 15}  # noqa: E731
+    row = {"type": "row", "id": "qwen_image_1024px_txt47",
+           "speedup": {"candidate/upstream": {"eager_us": sp(1.04), "graph_us": sp(1.02)},
+                       "candidate/compile": {"graph_us": sp(0.97)}},
+           "predicted": {"graph_us": 1.031}}
+    path = results_file.write(tmp_path / "h100.jsonl.gz", [
+        {"type": "provenance", "block": "qwen_image", "gpu_slug": "h100", "not_yet_validated": True}, row,
+        {"type": "summary", "rows": 1}])
+    text = report.e2e_table([path])
+    assert "| qwen_image | H100 | qwen_image_1024px_txt47 | 1.040 [1.030, 1.050] | 1.020 [1.010, 1.030] " \
+           "| 0.970 [0.960, 0.980] | 1.031 |" in text
+    assert "(not yet validated" in text
+    assert report.e2e_table([]).startswith("No model block has been timed on a GPU yet")

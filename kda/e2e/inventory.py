@@ -1,0 +1,124 @@
+"""Where a block's GPU time goes, per arm, and the gain the task results predict for it (issue 33).
+
+The inventory of one block call: every CUDA kernel's device time, grouped into families. Kernels launched from a
+call site are the site's task's (the call is wrapped in a profiler range `kda.site:<site>:<task>`, so the profiler
+attributes them without guessing from kernel names, which differ between Triton, CuTe DSL and CUDA builds); the
+rest are told apart by name: GEMM, attention, copies, other elementwise.
+
+The prediction is Amdahl's law over the upstream arm's inventory: the block's time with each task's share divided
+by that task's measured speedup on the same rows (the task results files: graph_us over upstream, the rows the
+block's workload was read from), everything else unchanged.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+SITE_PREFIX = "kda.site:"
+FAMILIES = ("gemm", "attention", "copy", "other")
+_PATTERNS = (
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|softmax", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|matmul|sm\d\d_.*(?:tensorop|hmma)|wgmma", re.I)),
+    ("copy", re.compile(r"memcpy|memset|copy|cat_|fill", re.I)),
+)
+
+
+def family(kernel: str) -> str:
+    """The family of a kernel not launched from a call site, by its name."""
+    for name, pattern in _PATTERNS:
+        if pattern.search(kernel):
+            return name
+    return "other"
+
+
+def site_range(site: str, task: str) -> str:
+    return f"{SITE_PREFIX}{site}:{task}"
+
+
+def labelled(fns: dict[str, Callable], tasks: dict[str, str]) -> dict[str, Callable]:
+    """Each site's function wrapped in a profiler range naming the site and its task (a no-op unless profiling)."""
+    from torch.profiler import record_function
+
+    def wrap(site: str, fn: Callable) -> Callable:
+        label = site_range(site, tasks[site])
+
+        def call(*args, **kwargs):
+            with record_function(label):
+                return fn(*args, **kwargs)
+
+        return call
+
+    return {site: wrap(site, fn) for site, fn in fns.items()}
+
+
+def summarize(events: list[dict]) -> dict:
+    """From profiler events ({"name", "device_us", "ranges": the enclosing range names}) to the inventory:
+    {"total_us", "tasks": {task: us}, "families": {family: us}, "kernels": [{"kernel", "us", "owner"}]}; a kernel
+    inside a site range belongs to that site's task."""
+    tasks: dict[str, float] = {}
+    fams = {f: 0.0 for f in FAMILIES}
+    kernels: dict[tuple[str, str], float] = {}
+    total = 0.0
+    for e in events:
+        us = float(e["device_us"])
+        total += us
+        owner = next((r[len(SITE_PREFIX):].split(":", 1)[1] for r in e.get("ranges", ())
+                      if r.startswith(SITE_PREFIX)), None)
+        if owner is not None:
+            tasks[owner] = tasks.get(owner, 0.0) + us
+        else:
+            owner = family(e["name"])
+            fams[owner] += us
+        kernels[(e["name"], owner)] = kernels.get((e["name"], owner), 0.0) + us
+    rows = sorted(({"kernel": k, "owner": o, "us": us} for (k, o), us in kernels.items()), key=lambda r: -r["us"])
+    return {"total_us": total, "tasks": tasks, "families": fams, "kernels": rows}
+
+
+def profile_events(fn: Callable) -> list[dict]:
+    """Run fn once under torch.profiler (CUDA activity) and return its kernels with their enclosing range names.
+    GPU only; the attribution follows each kernel to the CPU op that launched it and up its parents."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    out = []
+    for evt in prof.events():
+        for k in getattr(evt, "kernels", ()) or ():
+            ranges, parent = [], evt
+            while parent is not None:
+                ranges.append(parent.name)
+                parent = parent.cpu_parent
+            out.append({"name": k.name, "device_us": k.duration, "ranges": ranges})
+    return out
+
+
+def amdahl(total_us: float, task_us: dict[str, float], speedups: dict[str, float | None]) -> float | None:
+    """The block's predicted speedup: each task's time divided by its speedup, the rest unchanged. None when the
+    inventory is empty or a task with time in it has no measured speedup."""
+    if total_us <= 0:
+        return None
+    new = total_us
+    for task, us in task_us.items():
+        s = speedups.get(task)
+        if s is None or s <= 0:
+            return None
+        new -= us - us / s
+    return total_us / new
+
+
+def task_speedups(rows_by_site: dict[str, tuple[str, str]], lookup: Callable[[str, str], float | None],
+                  fallback: Callable[[str], float | None]) -> dict[str, float | None]:
+    """Per task, the geometric mean of its measured speedups on the rows the block's sites were read from
+    (rows_by_site: site -> (task, row id); lookup(task, row) -> graph_us median over upstream or None), the task's
+    production geomean (fallback(task)) where no such row was measured."""
+    import math
+
+    logs: dict[str, list[float]] = {}
+    for task, row in rows_by_site.values():
+        s = lookup(task, row)
+        if s is not None and s > 0:
+            logs.setdefault(task, []).append(math.log(s))
+    tasks = {task for task, _ in rows_by_site.values()}
+    return {t: (math.exp(sum(logs[t]) / len(logs[t])) if logs.get(t) else fallback(t)) for t in sorted(tasks)}

@@ -1,0 +1,80 @@
+"""kda/e2e/inventory.py: kernel families, the inventory from profiler events, the Amdahl prediction."""
+import math
+
+import pytest
+import torch
+
+from kda.e2e import inventory as inv
+
+
+@pytest.mark.parametrize("name,fam", [
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "gemm"),
+    ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", "gemm"),
+    ("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64>>", "attention"),
+    ("pytorch_flash::flash_fwd_kernel", "attention"),
+    ("Memcpy DtoD (Device -> Device)", "copy"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", "other"),
+])
+def test_family_by_name(name, fam):
+    assert inv.family(name) == fam
+
+
+def test_summarize_gives_site_kernels_to_their_task_and_the_rest_to_families():
+    events = [
+        {"name": "_fused_scale_shift_4d_kernel", "device_us": 10.0,
+         "ranges": ["aten::empty", inv.site_range("img_mul_add", "fuse_scale_shift"), "forward"]},
+        {"name": "some_norm_kernel", "device_us": 30.0, "ranges": [inv.site_range("img_norm1", "cutedsl_norm_scale_shift")]},
+        {"name": "sm90_xmma_gemm_bf16", "device_us": 50.0, "ranges": ["aten::linear"]},
+        {"name": "sm90_xmma_gemm_bf16", "device_us": 5.0, "ranges": []},
+        {"name": "flash_fwd_kernel", "device_us": 5.0, "ranges": []},
+    ]
+    s = inv.summarize(events)
+    assert s["total_us"] == 100.0
+    assert s["tasks"] == {"fuse_scale_shift": 10.0, "cutedsl_norm_scale_shift": 30.0}
+    assert s["families"] == {"gemm": 55.0, "attention": 5.0, "copy": 0.0, "other": 0.0}
+    assert s["kernels"][0] == {"kernel": "sm90_xmma_gemm_bf16", "owner": "gemm", "us": 55.0}
+
+
+def test_amdahl():
+    # 40% of the block in one task made 2x faster: 1 / (0.6 + 0.2)
+    assert inv.amdahl(100.0, {"t": 40.0}, {"t": 2.0}) == pytest.approx(1.25)
+    assert inv.amdahl(100.0, {"t": 40.0, "u": 10.0}, {"t": 1.0, "u": 1.0}) == pytest.approx(1.0)
+    assert inv.amdahl(100.0, {"t": 40.0}, {"t": None}) is None  # a task with time but no measurement: no guess
+    assert inv.amdahl(0.0, {}, {}) is None
+
+
+def test_task_speedups_from_the_rows_the_workload_was_read_from_else_the_task_geomean():
+    rows = {"a": ("t", "r1"), "b": ("t", "r2"), "c": ("u", "r3")}
+    measured = {("t", "r1"): 1.2, ("t", "r2"): 1.5}
+    got = inv.task_speedups(rows, lambda t, r: measured.get((t, r)), lambda t: {"u": 1.1}.get(t))
+    assert got["t"] == pytest.approx(math.sqrt(1.2 * 1.5)) and got["u"] == 1.1
+
+
+def test_labelled_functions_run_unchanged_inside_a_named_range():
+    from torch.profiler import ProfilerActivity, profile
+
+    fns = inv.labelled({"s": lambda x: x + 1}, {"s": "task_a"})
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        assert int(fns["s"](torch.tensor(1))) == 2
+    assert any(e.name == inv.site_range("s", "task_a") for e in prof.events())
+
+
+def test_the_prediction_reads_the_task_results_rows_the_workload_came_from():
+    """On the committed fuse_scale_shift H100 file: a workload read from one of its rows is predicted with that
+    row's measured graph_us speedup; a task without a row there falls back to its file's geomean."""
+    from kda.e2e import timing
+    from kda.harness import results_file
+    from kda.definition.task import Task
+
+    records = results_file.read_records(results_file.find(Task.load("fuse_scale_shift").results_dir(), "h100"))
+    row = next(r for r in records if r.get("type") == "row" and r["id"] == "qwen_image_s4096_c3072_bcast11")
+    measured = row["speedup"]["graph_us"]["vs_baseline"]["median"]
+    geo = records[-1]["metrics"]["graph_us"]["vs_baseline"]["geomean"]
+    e2e_row = {"catalog_rows": {"img_tokens": {"task": "fuse_scale_shift", "id": row["id"], "file": "x.toml"}},
+               "arms": {"upstream": {"inventory": {"total_us": 100.0, "tasks": {"fuse_scale_shift": 20.0}}}}}
+    got = timing.predicted(e2e_row, "h100")
+    assert got["task_speedups"] == {"fuse_scale_shift": pytest.approx(measured)}
+    assert got["graph_us"] == pytest.approx(100.0 / (80.0 + 20.0 / measured))
+    e2e_row["catalog_rows"] = {}
+    assert timing.predicted(e2e_row, "h100")["task_speedups"] == {"fuse_scale_shift": pytest.approx(geo)}
+    assert timing.predicted({"catalog_rows": {}, "arms": {}}, "h100") is None
