@@ -81,3 +81,21 @@ def fused_inplace_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions
 
 PATHS = {f.__name__: f for f in (fuse_scale_shift_kernel, fused_norm_scale_shift,
                                   fused_scale_residual_norm_scale_shift, fused_inplace_qknorm_rope)}
+
+
+# -- Added for the Z-Image and LTX-2 blocks (diffusion/e2e/zimage, diffusion/e2e/ltx2) -------------------------------
+
+def fused_norm_tanh_mul_add(x, weight, bias, scale, shift, norm_type, eps=1e-5):
+    """_NormTanhMulAdd.forward_native / apply_rmsnorm_tanh_mul_add's fallback (layernorm.py):
+    norm(x) * tanh(scale) + shift, the norm's result in x's dtype (RMSNorm.forward_native), then x's dtype."""
+    return (_norm(x, weight, bias, norm_type, eps) * torch.tanh(scale) + shift).to(x.dtype)
+
+
+def fused_norm_tanh_mul_add_norm_scale(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps=1e-5):
+    """ZImageTransformerBlock.forward's unfused branch (zimage.py): y = norm(x) * tanh(scale) + shift (as above),
+    then y2 = norm(y; weight2, bias2) * (1 + scale2); returns (y, y2)."""
+    y = fused_norm_tanh_mul_add(x, weight, bias, scale, shift, norm_type, eps)
+    return y, (_norm(y, weight2, bias2, norm_type, eps) * (1.0 + scale2)).to(x.dtype)
+
+
+PATHS.update({f.__name__: f for f in (fused_norm_tanh_mul_add, fused_norm_tanh_mul_add_norm_scale)})
