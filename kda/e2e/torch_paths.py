@@ -98,4 +98,25 @@ def fused_norm_tanh_mul_add_norm_scale(x, weight, bias, scale, shift, weight2, b
     return y, (_norm(y, weight2, bias2, norm_type, eps) * (1.0 + scale2)).to(x.dtype)
 
 
-PATHS.update({f.__name__: f for f in (fused_norm_tanh_mul_add, fused_norm_tanh_mul_add_norm_scale)})
+def apply_ltx2_split_rotary_emb(x, cos, sin):
+    """apply_split_rotary_emb's fallback (dits/ltx_2.py): x [B, T, H*D], cos/sin [B, H, T, D/2]; each head's first
+    half x1 and second half x2 become (x1 cos - x2 sin, x2 cos + x1 sin), in the arithmetic of x and cos (bf16 in
+    the block, fp32 for the reference), returned in x's dtype."""
+    x_dtype = x.dtype
+    b = x.shape[0]
+    _, h, t, _ = cos.shape
+    x = x.reshape(b, t, h, -1).swapaxes(1, 2)
+    last = x.shape[-1]
+    r = last // 2
+    split_x = x.reshape(*x.shape[:-1], 2, r)
+    first_x, second_x = split_x[..., :1, :], split_x[..., 1:, :]
+    cos_u, sin_u = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    out = split_x * cos_u
+    out[..., :1, :].addcmul_(-sin_u, second_x)
+    out[..., 1:, :].addcmul_(sin_u, first_x)
+    out = out.reshape(*out.shape[:-2], last)
+    return out.swapaxes(1, 2).reshape(b, t, -1).to(dtype=x_dtype)
+
+
+PATHS.update({f.__name__: f for f in (fused_norm_tanh_mul_add, fused_norm_tanh_mul_add_norm_scale,
+                                      apply_ltx2_split_rotary_emb)})
