@@ -31,6 +31,7 @@ E2E_DIR = "diffusion/e2e"
 MODULE_API = ("Block", "make_inputs", "output_shapes", "check_dims")
 TOKEN_PARAM = "S"  # the catalog parameter a token count is read from (every task's rows name it S)
 WIDTH_PARAMS = ("D", "C")  # a row's hidden width, by the name its task uses
+BATCH_PARAM = "B"  # a row's batch, where its task names one (rotary_embedding's LTX-2 rows)
 
 MIRROR = {
     "file": Field(str, doc="path inside the wheel"),
@@ -177,6 +178,9 @@ class BlockDef:
                                f"(its sites: {', '.join(sorted(f'{t}:{e}' for t, e in entries))})")
             if TOKEN_PARAM not in row.params:
                 raise KdaError(f"{label}: the row has no token count {TOKEN_PARAM!r} for {name!r}")
+            if BATCH_PARAM in row.params and row.params[BATCH_PARAM] != dims["batch"]:
+                raise KdaError(f"{label}: the row's batch {row.params[BATCH_PARAM]} is not the workload's batch "
+                               f"{dims['batch']} (key 'batch')")
             width = next((row.params[p] for p in WIDTH_PARAMS if p in row.params), None)
             if width is not None and "hidden" in dims and width != dims["hidden"]:
                 raise KdaError(f"{label}: width {width} is not the model's hidden size {dims['hidden']}")

@@ -81,3 +81,42 @@ def fused_inplace_qknorm_rope(q, k, q_weight, k_weight, cos_sin_cache, positions
 
 PATHS = {f.__name__: f for f in (fuse_scale_shift_kernel, fused_norm_scale_shift,
                                   fused_scale_residual_norm_scale_shift, fused_inplace_qknorm_rope)}
+
+
+# -- Added for the Z-Image and LTX-2 blocks (diffusion/e2e/zimage, diffusion/e2e/ltx2) -------------------------------
+
+def fused_norm_tanh_mul_add(x, weight, bias, scale, shift, norm_type, eps=1e-5):
+    """_NormTanhMulAdd.forward_native / apply_rmsnorm_tanh_mul_add's fallback (layernorm.py):
+    norm(x) * tanh(scale) + shift, the norm's result in x's dtype (RMSNorm.forward_native), then x's dtype."""
+    return (_norm(x, weight, bias, norm_type, eps) * torch.tanh(scale) + shift).to(x.dtype)
+
+
+def fused_norm_tanh_mul_add_norm_scale(x, weight, bias, scale, shift, weight2, bias2, scale2, norm_type, eps=1e-5):
+    """ZImageTransformerBlock.forward's unfused branch (zimage.py): y = norm(x) * tanh(scale) + shift (as above),
+    then y2 = norm(y; weight2, bias2) * (1 + scale2); returns (y, y2)."""
+    y = fused_norm_tanh_mul_add(x, weight, bias, scale, shift, norm_type, eps)
+    return y, (_norm(y, weight2, bias2, norm_type, eps) * (1.0 + scale2)).to(x.dtype)
+
+
+def apply_ltx2_split_rotary_emb(x, cos, sin):
+    """apply_split_rotary_emb's fallback (dits/ltx_2.py): x [B, T, H*D], cos/sin [B, H, T, D/2]; each head's first
+    half x1 and second half x2 become (x1 cos - x2 sin, x2 cos + x1 sin), in the arithmetic of x and cos (bf16 in
+    the block, fp32 for the reference), returned in x's dtype."""
+    x_dtype = x.dtype
+    b = x.shape[0]
+    _, h, t, _ = cos.shape
+    x = x.reshape(b, t, h, -1).swapaxes(1, 2)
+    last = x.shape[-1]
+    r = last // 2
+    split_x = x.reshape(*x.shape[:-1], 2, r)
+    first_x, second_x = split_x[..., :1, :], split_x[..., 1:, :]
+    cos_u, sin_u = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    out = split_x * cos_u
+    out[..., :1, :].addcmul_(-sin_u, second_x)
+    out[..., 1:, :].addcmul_(sin_u, first_x)
+    out = out.reshape(*out.shape[:-2], last)
+    return out.swapaxes(1, 2).reshape(b, t, -1).to(dtype=x_dtype)
+
+
+PATHS.update({f.__name__: f for f in (fused_norm_tanh_mul_add, fused_norm_tanh_mul_add_norm_scale,
+                                      apply_ltx2_split_rotary_emb)})

@@ -32,6 +32,43 @@ def test_qwen_image_production_sizes_come_from_the_catalog():
     assert w.rows["img_tokens"].file.endswith("qwen-image.toml")
 
 
+def test_zimage_production_sizes_come_from_the_catalog():
+    ws = {w.id: w for w in load_block("zimage").workloads()}
+    w = ws["zimage_1024px_unified"]
+    assert (w.dims["hidden"], w.dims["heads"], w.dims["head_dim"], w.dims["eps"]) == (3840, 30, 128, 1e-5)
+    assert (w.dims["tokens"], w.dims["caption"]) == (4128, 32)
+    assert ws["zimage_1024px_noise_refiner"].dims["tokens"] == 4096
+    assert w.rows["tokens"].function == "fused_norm_tanh_mul_add_norm_scale"
+
+
+def test_ltx2_production_sizes_come_from_the_catalog():
+    ws = {w.id: w for w in load_block("ltx2").workloads()}
+    w = ws["ltx2_v6144_a126_b2"]
+    assert (w.dims["video_heads"], w.dims["video_head_dim"], w.dims["audio_heads"], w.dims["audio_head_dim"]) == \
+        (32, 128, 32, 64)
+    assert (w.dims["video_tokens"], w.dims["audio_tokens"], w.dims["batch"]) == (6144, 126, 2)
+    assert ws["ltx2_v24576_a126_b1"].dims["video_tokens"] == 24576
+    # the video grid the RoPE positions are laid out on: 121 frames at 768x512 -> 16 x 16 x 24 latent tokens
+    assert load_block("ltx2").module.video_grid(6144) == (16, 16, 24)
+
+
+def test_a_row_of_another_batch_is_named(tmp_path):
+    d = _copy(tmp_path, "ltx2")
+    _edit(d, 'video_tokens = "ltx2_video_b2_s6144_h32_d128"', 'video_tokens = "ltx2_video_b1_s6144_h32_d128"')
+    with pytest.raises(KdaError, match=r"\(block 'ltx2'\) workload 'ltx2_v6144_a126_b2': catalog row "
+                                       r"'ltx2_video_b1_s6144_h32_d128' \(.*ltx-2.toml\): the row's batch 1 is not "
+                                       r"the workload's batch 2"):
+        load_block(d).workloads()
+
+
+def test_zimage_sizes_the_wheel_would_not_send_to_the_kernels_are_refused(tmp_path):
+    d = _copy(tmp_path, "zimage")
+    _edit(d, "head_dim = 128", "head_dim = 96")
+    with pytest.raises(KdaError, match=r"\(block 'zimage'\) key 'cpu': the block cannot take these sizes: "
+                                       r"head_dim 96: can_use_fused_inplace_qknorm_rope"):
+        load_block(d).cpu_dims()
+
+
 def test_a_row_of_another_kernel_is_named(tmp_path):
     d = _copy(tmp_path)
     # a real catalog row, but of a kernel no site of this block calls (HunyuanVideo's QK RMSNorm)

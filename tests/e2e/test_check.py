@@ -24,16 +24,31 @@ def test_eager_arm_matches_the_fp32_path(name):
     assert len(res.errors) == len(block.module.output_shapes(dims))
 
 
-def test_a_site_that_drops_its_work_is_caught(monkeypatch):
-    """The gated residual add returning its residual alone: the block's output error leaves the tolerance."""
-    block = load_block("qwen_image")
+# One site per block whose work is dropped: the gated residual add returning its residual alone (qwen_image), the
+# tanh-gated FFN residual returning its residual (zimage), the video query's RoPE returning q unrotated (ltx2).
+DROPS = {
+    "qwen_image": ("img_mul_add", lambda x, scale, shift, scale_constant=1.0: shift.clone()),
+    "zimage": ("ffn_norm2", lambda x, weight, bias, scale, shift, norm_type, eps=1e-5: shift.clone()),
+    "ltx2": ("video_q_rope", lambda x, cos, sin: x.clone()),
+}
+
+
+def test_every_block_has_a_dropped_site_check():
+    assert set(DROPS) == set(all_blocks())
+
+
+@pytest.mark.parametrize("name", sorted(DROPS))
+def test_a_site_that_drops_its_work_is_caught(monkeypatch, name):
+    """A site's work dropped: the block's output error leaves the tolerance."""
+    block = load_block(name)
+    site, drop = DROPS[name]
     real = check.kernel_set
 
     def broken(b, arm):
         ks = real(b, arm)
         if arm != "eager" or not broken.armed:
             return ks
-        fns = dict(ks._fns, img_mul_add=lambda x, scale, shift, scale_constant=1.0: shift.clone())
+        fns = dict(ks._fns, **{site: drop})
         return KernelSet(arm, fns, ks.sources)
 
     broken.armed = False
@@ -58,10 +73,18 @@ def test_upstream_does_not_run_on_the_cpu():
         check.check_cpu(load_block("qwen_image"), ["upstream"])
 
 
-def test_kda_e2e_cpu_runs_the_candidate_through_the_interpreter():
-    """The one small block end to end through the CLI: eager and candidate both PASS (about 5 s)."""
+# qwen_image runs in every default run; the others are slow cases, sampled there (the first listed always runs, so
+# the cheapest, zimage, comes first) and all run under `-m slow`.
+CLI_ORDER = ("qwen_image", "zimage", "ltx2")
+
+
+@pytest.mark.parametrize("name", [n if n == "qwen_image" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(all_blocks(), key=lambda n: (CLI_ORDER + (n,)).index(n))])
+def test_kda_e2e_cpu_runs_the_candidate_through_the_interpreter(name):
+    """Each block end to end through the CLI: eager and candidate both PASS (qwen_image about 4 s, zimage about
+    2 s, ltx2 about 3 s)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "kda", "e2e", "qwen_image", "--cpu"], cwd=repo_root(), env=env,
+    proc = subprocess.run([sys.executable, "-m", "kda", "e2e", name, "--cpu"], cwd=repo_root(), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "eager      PASS" in proc.stdout and "candidate  PASS" in proc.stdout

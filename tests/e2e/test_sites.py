@@ -14,7 +14,7 @@ BLOCKS = all_blocks()
 
 
 def test_there_are_blocks():
-    assert "qwen_image" in BLOCKS
+    assert {"qwen_image", "zimage", "ltx2"} <= set(BLOCKS)
 
 
 @pytest.mark.parametrize("name", BLOCKS)
