@@ -47,6 +47,65 @@ def test_a_site_that_drops_its_work_is_caught(monkeypatch):
     assert not res.passed and "relative error" in res.problems[0]
 
 
+@pytest.mark.parametrize("name, site, broken", [
+    # a RoPE site returning q as it came: the rotation is the site's whole work
+    ("hunyuanvideo_double", "img_q_rope", lambda x, cos, sin, interleaved=False: x.clone()),
+    # QK RMSNorm returning its input unnormalised
+    ("hunyuanvideo_single", "q_norm", lambda x, w, eps=1e-6: x.clone()),
+    # Wan's gated FFN add returning its residual alone
+    ("wan", "mlp_residual", lambda x, scale, shift, scale_constant=1.0: shift.clone()),
+])
+def test_a_dropped_kernel_is_caught_in_every_block(monkeypatch, name, site, broken):
+    block = load_block(name)
+    real = check.kernel_set
+
+    def swap(b, arm):
+        ks = real(b, arm)
+        return KernelSet(arm, dict(ks._fns, **{site: broken}), ks.sources) if swap.armed else ks
+
+    swap.armed = False
+    monkeypatch.setattr(check, "kernel_set", swap)
+    dims = block.cpu_dims()
+    model, ref_model, inputs = check.build(block, dims, "cpu")
+    with torch.no_grad():
+        ref = ref_model(kernel_set(block, "eager"), **check.upcast(inputs))
+        swap.armed = True
+        res = check._run_arm(block, dims, model, "eager", inputs, ref)
+    assert not res.passed and any("relative error" in p for p in res.problems), (res.errors, res.problems)
+
+
+def test_wan_per_token_modulation_matches_the_fp32_path():
+    """TI2V-5B's form (temb [B, S, 6, D]: per-token fp32 chunks, a non-contiguous gate into MulAdd) at CPU sizes."""
+    block = load_block("wan")
+    block.data["cpu"] = dict(block.data["cpu"], per_token_mod=1)
+    dims, (res,) = check.check_cpu(block, ["eager"])
+    assert res.passed, res.problems
+
+
+def test_torch_paths_of_the_hunyuanvideo_kernels_match_their_tasks_oracles():
+    """The eager arm and the fp32 reference share torch_paths, so each path is held to its task's oracle here."""
+    from types import SimpleNamespace
+
+    from kda.definition.task import Task, load_module
+    from kda.e2e import torch_paths
+
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(1, 6, 2, 128, generator=g).to(torch.bfloat16)
+    ang = torch.rand(6, 64, generator=g) * 6
+    rope = load_module(Task.load("rotary_embedding").path / "oracle.py", "e2e_rope_oracle")
+    row = SimpleNamespace(function="apply_rotary_embedding", scalars={"interleaved": False}, id="t")
+    want = rope.reference(row, {"x": x, "cos": ang.cos(), "sin": ang.sin()})["out"]
+    got = torch_paths.apply_rotary_embedding(x, ang.cos(), ang.sin(), False)
+    assert got.dtype == x.dtype and torch.allclose(got.float(), want, atol=2e-2, rtol=1e-2)
+
+    rms = load_module(Task.load("norm_infer").path / "oracle.py", "e2e_rms_oracle")
+    x2, w = torch.randn(12, 128, generator=g).to(torch.bfloat16), (1 + 0.1 * torch.randn(128, generator=g))
+    row = SimpleNamespace(function="triton_one_pass_rms_norm", scalars={"eps": 1e-6}, id="t")
+    want = rms.reference(row, {"x": x2, "w": w.to(torch.bfloat16)})["y"]
+    got = torch_paths.triton_one_pass_rms_norm(x2, w.to(torch.bfloat16), 1e-6)
+    assert got.dtype == x2.dtype and torch.allclose(got.float(), want, atol=3e-2, rtol=1e-2)
+
+
 def test_the_candidate_arm_refuses_to_run_without_the_interpreter(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(Exception, match="TRITON_INTERPRET=1"):
@@ -58,10 +117,16 @@ def test_upstream_does_not_run_on_the_cpu():
         check.check_cpu(load_block("qwen_image"), ["upstream"])
 
 
-def test_kda_e2e_cpu_runs_the_candidate_through_the_interpreter():
-    """The one small block end to end through the CLI: eager and candidate both PASS (about 5 s)."""
+INTERPRETED = sorted(all_blocks(), key=lambda n: n != "qwen_image")  # qwen_image first: the case always run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in INTERPRETED if load_block(n).data["block"]["interpret"]])
+def test_kda_e2e_cpu_runs_the_candidate_through_the_interpreter(name):
+    """Each block marked interpret = true end to end through the CLI: eager and candidate both PASS (about 4-5 s
+    each; the default run keeps qwen_image and a sample of the others)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "kda", "e2e", "qwen_image", "--cpu"], cwd=repo_root(), env=env,
+    proc = subprocess.run([sys.executable, "-m", "kda", "e2e", name, "--cpu"], cwd=repo_root(), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "eager      PASS" in proc.stdout and "candidate  PASS" in proc.stdout
