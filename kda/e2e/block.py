@@ -11,7 +11,8 @@ file, the block and the site or workload. The module must define
     check_dims(dims) -> str | None: why the wheel would not take the kernel path at these sizes (None: it would)
 
 Dimensions (`dims`) are the catalog model file's `[dims]` plus each workload's token counts, which come from
-catalog rows of the block's own call sites (`tokens = { name = "row id" }`, the row's `S`).
+catalog rows of the block's own call sites (`tokens = { name = "row id" }`, the row's `S`), plus the model constants
+the catalog does not hold that the workload names itself (`dims = { ffn = 13824 }`: FFN width, text length).
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ WORKLOAD = {
     "model": Field(str, doc="catalog model file, e.g. 'qwen-image.toml'"),
     "tokens": Field(MapOf(str), doc="dimension name -> catalog row id whose S it takes"),
     "batch": Field(int, required=False, default=1, check=positive),
+    "dims": Field(MapOf((int, float)), required=False, default={},
+                  doc="model constants the catalog's [dims] does not hold (FFN width, text length), each cited in "
+                      "block.toml; a name the catalog holds is refused"),
 }
 BLOCK_FILE = {
     "block": Field({
@@ -164,7 +168,11 @@ class BlockDef:
         if not model_path.is_file():
             raise KdaError(f"{where}: no catalog model file {model_path}")
         model: ModelEntry = load_model_file(model_path)
-        dims = {**model.dims, "batch": w["batch"]}
+        clash = sorted(set(w["dims"]) & (set(model.dims) | {"batch"}))
+        if clash:
+            raise KdaError(f"{where}: key 'dims': {', '.join(clash)} come from {model.file} (or key 'batch'); "
+                           "a workload adds only what the catalog does not hold")
+        dims = {**model.dims, **w["dims"], "batch": w["batch"]}
         rows = {}
         entries = {(s.task, s.entry) for s in self.sites}
         for name, row_id in w["tokens"].items():

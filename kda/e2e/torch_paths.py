@@ -120,3 +120,27 @@ def apply_ltx2_split_rotary_emb(x, cos, sin):
 
 PATHS.update({f.__name__: f for f in (fused_norm_tanh_mul_add, fused_norm_tanh_mul_add_norm_scale,
                                       apply_ltx2_split_rotary_emb)})
+
+
+# -- Wan / HunyuanVideo blocks: the RoPE and per-head QK RMSNorm kernels HunyuanVideo's layers call ----------------
+
+def apply_rotary_embedding(x, cos, sin, interleaved=False):
+    """What `_apply_rotary_emb(x, cos, sin, is_neox_style=False)` (rotary_embedding/utils.py) runs off CUDA: adjacent
+    pairs (2i, 2i+1) rotated in fp32 by cos/sin [T, D/2] indexed by token (full-width [T, D] with interleaved: every
+    other column), the result in x's dtype; x [B, T, H, D] or [T, H, D]."""
+    D = x.shape[-1]
+    if interleaved and cos.shape[-1] == D:
+        cos, sin = cos[..., ::2], sin[..., ::2]
+    T = x.shape[-3]
+    c, s = cos[:T].float()[:, None, :], sin[:T].float()[:, None, :]
+    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+    return torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).flatten(-2).to(x.dtype)
+
+
+def triton_one_pass_rms_norm(x, w, eps=1e-6):
+    """RMSNorm.forward_native (layernorm.py): fp32 statistics, times the weight, back in x's dtype; x [N, D]."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+PATHS.update({f.__name__: f for f in (apply_rotary_embedding, triton_one_pass_rms_norm)})

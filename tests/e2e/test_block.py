@@ -69,6 +69,26 @@ def test_zimage_sizes_the_wheel_would_not_send_to_the_kernels_are_refused(tmp_pa
         load_block(d).cpu_dims()
 
 
+@pytest.mark.parametrize("name, wid, want", [
+    ("wan", "wan_t2v_720p_81f", dict(hidden=5120, heads=40, ffn=13824, text_tokens=512, tokens=75600)),
+    ("wan", "wan_ti2v_s18144", dict(hidden=3072, heads=24, ffn=14336, per_token_mod=1, tokens=18144)),
+    ("hunyuanvideo_double", "hunyuanvideo_480p_65f", dict(hidden=3072, ffn=12288, img_tokens=27030, txt_tokens=55)),
+    ("hunyuanvideo_single", "hunyuanvideo_480p_65f", dict(hidden=3072, ffn=12288, tokens=27085, text=55)),
+])
+def test_production_sizes_come_from_the_catalog_and_the_workload(name, wid, want):
+    w = {w.id: w for w in load_block(name).workloads()}[wid]
+    assert {k: w.dims[k] for k in want} == want
+
+
+def test_a_workload_cannot_override_a_catalog_dimension(tmp_path):
+    d = _copy(tmp_path, "wan")
+    _edit(d, "dims = { ffn = 13824, text_tokens = 512, per_token_mod = 0 }",
+          "dims = { ffn = 13824, text_tokens = 512, per_token_mod = 0, hidden = 4096 }")
+    with pytest.raises(KdaError, match=r"\(block 'wan'\) workload 'wan_t2v_720p_81f': key 'dims': hidden come "
+                                       r"from .*wan2.2-t2v-a14b.toml"):
+        load_block(d).workloads()
+
+
 def test_a_row_of_another_kernel_is_named(tmp_path):
     d = _copy(tmp_path)
     # a real catalog row, but of a kernel no site of this block calls (HunyuanVideo's QK RMSNorm)
