@@ -144,7 +144,8 @@ def cmd_e2e(args) -> int:
     dims, results = check_cpu(block, arms)
     print(textwrap.fill("CPU sizes: " + ", ".join(f"{k}={v}" for k, v in dims.items()), width=80,
                         subsequent_indent="  "))
-    print(f"production: {', '.join(w.id for w in workloads)} (GPU only)")
+    print(textwrap.fill(f"production: {', '.join(w.id for w in workloads)} (GPU only)", width=80,
+                        subsequent_indent="  "))
     tol = block.data["block"]["tolerance"]
     for r in results:
         errs = ", ".join(f"{e:.2e}" for e in r.errors)
