@@ -110,15 +110,22 @@ def _static(args) -> int:
 
 
 def cmd_e2e(args) -> int:
-    """A model block as the benchmark subject (docs/e2e.md): on the CPU, its arms at reduced sizes against the fp32
-    path; on a GPU, every arm timed at production sizes (that part has not run on a GPU yet)."""
+    """Model blocks as the benchmark subject (docs/e2e.md), one after the other (one process: on the CPU the import
+    costs more than a small block's check): on the CPU, each block's arms at reduced sizes against the fp32 path; on
+    a GPU, every arm timed at production sizes (that part has not run on a GPU yet)."""
     if args.cpu:
         # Before anything imports Triton: the candidate's kernels run in its interpreter (as `kda check --cpu`).
         os.environ["TRITON_INTERPRET"] = "1"
+    return max(_e2e_block(name, args) for name in args.blocks)
+
+
+def _e2e_block(name: str, args) -> int:
+    import textwrap
+
     from kda.e2e.block import load_block
     from kda.e2e.wheel import mirror_problems
 
-    block = load_block(args.block)
+    block = load_block(name)
     problems = mirror_problems(block)
     if problems:
         raise KdaError("the block's claims about the wheel do not hold:\n" + "\n".join(problems))
@@ -128,7 +135,8 @@ def cmd_e2e(args) -> int:
     for s in block.sites:
         print(f"  {s.name:<18} {s.task}")
         print(f"  {'':<18} :{s.entry}")
-        print(f"  {'':<18} <- {', '.join(f'{m.file.rpartition(chr(47))[2]}:{m.line}' for m in s.mirrors)}")
+        mirrors = ", ".join(f"{m.file.rpartition('/')[2]}:{m.line}" for m in s.mirrors)
+        print(textwrap.fill(f"  {'':<18} <- {mirrors}", width=80, subsequent_indent=" " * 24))
     if not args.cpu:
         if not _has_gpu():
             raise KdaError(f"no GPU here: `kda e2e {block.name} --cpu` runs the block at reduced sizes")
@@ -136,8 +144,6 @@ def cmd_e2e(args) -> int:
 
         print(f"wrote {bench(block, [args.arm] if args.arm else None)}")
         return 0
-    import textwrap
-
     from kda.e2e.check import check_cpu
 
     arms = [args.arm] if args.arm else ["eager"] + (["candidate"] if block.data["block"]["interpret"] else [])
@@ -624,7 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("e2e", help="a model block (diffusion/e2e/BLOCK) with every call site on one arm's kernels: "
                        "--cpu checks its arms at reduced sizes against the fp32 path; on a GPU, times them")
-    p.add_argument("block")
+    p.add_argument("blocks", nargs="+", metavar="BLOCK", help="one or more blocks, run one after the other")
     p.add_argument("--cpu", action="store_true", help="reduced sizes on the CPU, Triton's interpreter for candidates")
     p.add_argument("--arm", help="one arm only: upstream, candidate, eager, compile or only-<task>")
     p.set_defaults(fn=cmd_e2e)

@@ -10,9 +10,12 @@ file, the block and the site or workload. The module must define
     output_shapes(dims) -> tuple of shapes, one per output
     check_dims(dims) -> str | None: why the wheel would not take the kernel path at these sizes (None: it would)
 
-Dimensions (`dims`) are the catalog model file's `[dims]` plus each workload's token counts, which come from
-catalog rows of the block's own call sites (`tokens = { name = "row id" }`, the row's `S`), plus the model constants
-the catalog does not hold that the workload names itself (`dims = { ffn = 13824 }`: FFN width, text length).
+Dimensions (`dims`) are the catalog model file's `[dims]` plus what each workload reads from catalog rows of the
+block's own call sites: token counts (`tokens = { name = "row id" }`, the row's `S`) and, for blocks over
+[B, C, T, H, W] activations (a VAE stage), tensor shapes (`shapes = { name = "row id" }`: the row's C, T, H, W as
+`name_C` .. `name_W`, and `name_cl3d` 1 when the row's layout is channels_last_3d, else 0), plus the literal `dims`
+a workload states that no catalog row carries (FFN width, text length, which up block of a decoder, a latent size
+the catalog only gives as a token count). A literal may not shadow a dimension the catalog gives.
 """
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ MODULE_API = ("Block", "make_inputs", "output_shapes", "check_dims")
 TOKEN_PARAM = "S"  # the catalog parameter a token count is read from (every task's rows name it S)
 WIDTH_PARAMS = ("D", "C")  # a row's hidden width, by the name its task uses
 BATCH_PARAM = "B"  # a row's batch, where its task names one (rotary_embedding's LTX-2 rows)
+SHAPE_PARAMS = ("C", "T", "H", "W")  # a [B, C, T, H, W] row's tensor shape (group_norm_silu's rows name them so)
+LAYOUT_PARAM, CL3D = "layout", "cl3d"  # a row's memory layout, and the value that means channels_last_3d
+GROUPS_PARAM = "G"  # a GroupNorm row's group count, held to the model's `groups`
 
 MIRROR = {
     "file": Field(str, doc="path inside the wheel"),
@@ -48,7 +54,11 @@ SITE = {
 WORKLOAD = {
     "id": Field(str),
     "model": Field(str, doc="catalog model file, e.g. 'qwen-image.toml'"),
-    "tokens": Field(MapOf(str), doc="dimension name -> catalog row id whose S it takes"),
+    "tokens": Field(MapOf(str), required=False, default={}, doc="dimension name -> catalog row id whose S it takes"),
+    "shapes": Field(MapOf(str), required=False, default={},
+                    doc="name -> catalog row id whose C, T, H, W (and layout) it takes, as name_C .. name_W, name_cl3d"),
+    "dims": Field(MapOf((int, float)), required=False, default={},
+                  doc="literal dimensions no catalog row carries (each says why in a comment)"),
     "batch": Field(int, required=False, default=1, check=positive),
     "dims": Field(MapOf((int, float)), required=False, default={},
                   doc="model constants the catalog's [dims] does not hold (FFN width, text length), each cited in "
@@ -172,18 +182,10 @@ class BlockDef:
         if clash:
             raise KdaError(f"{where}: key 'dims': {', '.join(clash)} come from {model.file} (or key 'batch'); "
                            "a workload adds only what the catalog does not hold")
-        dims = {**model.dims, **w["dims"], "batch": w["batch"]}
+        dims = {**model.dims, "batch": w["batch"]}  # the workload's literal dims join last, after the rows' (below)
         rows = {}
-        entries = {(s.task, s.entry) for s in self.sites}
         for name, row_id in w["tokens"].items():
-            found = [r for r in model.rows if r.id == row_id]
-            if not found:
-                raise KdaError(f"{where}: key 'tokens.{name}': {model.file} has no row {row_id!r}")
-            row = found[0]
-            label = f"{where}: catalog row {row.id!r} ({row.file})"
-            if (row.task, row.function) not in entries:
-                raise KdaError(f"{label}: {row.task}:{row.function} is no call site of this block "
-                               f"(its sites: {', '.join(sorted(f'{t}:{e}' for t, e in entries))})")
+            row, label = self._row(model, row_id, where, f"tokens.{name}")
             if TOKEN_PARAM not in row.params:
                 raise KdaError(f"{label}: the row has no token count {TOKEN_PARAM!r} for {name!r}")
             if BATCH_PARAM in row.params and row.params[BATCH_PARAM] != dims["batch"]:
@@ -194,8 +196,38 @@ class BlockDef:
                 raise KdaError(f"{label}: width {width} is not the model's hidden size {dims['hidden']}")
             dims[name] = row.params[TOKEN_PARAM]
             rows[name] = row
+        for name, row_id in w["shapes"].items():
+            row, label = self._row(model, row_id, where, f"shapes.{name}")
+            missing = [p for p in SHAPE_PARAMS if p not in row.params]
+            if missing:
+                raise KdaError(f"{label}: the row has no {', '.join(missing)} for {name!r} "
+                               f"(a shape is {', '.join(SHAPE_PARAMS)})")
+            if row.params.get("dtype", self.dtype) != self.dtype:
+                raise KdaError(f"{label}: dtype {row.params['dtype']} is not the block's {self.dtype}")
+            if GROUPS_PARAM in row.params and "groups" in dims and row.params[GROUPS_PARAM] != dims["groups"]:
+                raise KdaError(f"{label}: {row.params[GROUPS_PARAM]} groups, not the model's {dims['groups']}")
+            dims.update({f"{name}_{p}": row.params[p] for p in SHAPE_PARAMS})
+            dims[f"{name}_cl3d"] = int(row.params.get(LAYOUT_PARAM) == CL3D)
+            rows[name] = row
+        for name, value in w["dims"].items():
+            if name in dims:
+                raise KdaError(f"{where}: key 'dims.{name}': {name} = {dims[name]} already comes from the catalog")
+            dims[name] = value
         self._check_dims(dims, f"workload {w['id']!r}")
         return Workload(w["id"], dims, rows)
+
+    def _row(self, model: ModelEntry, row_id: str, where: str, key: str) -> tuple[CatalogRow, str]:
+        """The catalog row `row_id` of `model`, which must be a call of one of this block's sites."""
+        found = [r for r in model.rows if r.id == row_id]
+        if not found:
+            raise KdaError(f"{where}: key '{key}': {model.file} has no row {row_id!r}")
+        row = found[0]
+        label = f"{where}: catalog row {row.id!r} ({row.file})"
+        entries = {(s.task, s.entry) for s in self.sites}
+        if (row.task, row.function) not in entries:
+            raise KdaError(f"{label}: {row.task}:{row.function} is no call site of this block "
+                           f"(its sites: {', '.join(sorted(f'{t}:{e}' for t, e in entries))})")
+        return row, label
 
 
 def e2e_dir() -> Path:

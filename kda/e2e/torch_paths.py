@@ -144,3 +144,32 @@ def triton_one_pass_rms_norm(x, w, eps=1e-6):
 
 
 PATHS.update({f.__name__: f for f in (apply_rotary_embedding, triton_one_pass_rms_norm)})
+
+
+# --- group_norm_silu (HunyuanVideo VAE decoder, LTX-2 latent upsampler) -------------------------------------------
+
+
+def triton_group_norm_silu(x, weight, bias, num_groups, eps=1e-5, *, out=None):
+    """silu(GroupNorm(x)) as the group_norm_silu task's oracle computes it: statistics (mean, biased variance per
+    (batch, group)) and the affine and SiLU in fp32, rounded once to x's dtype; the output contiguous whatever x's
+    layout, as the kernels' is. (The wheel's own fallback, `activation(norm(x))`, rounds twice: after the norm and
+    after the SiLU.) Writes `out` when given."""
+    xf = x.float()
+    y = F.silu(F.group_norm(xf, int(num_groups), None if weight is None else weight.float(),
+                            None if bias is None else bias.float(), float(eps)))
+    y = y.to(x.dtype).contiguous()
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
+
+
+def apply_group_norm_silu(x, norm, activation, *, out=None):
+    """sglang.jit_kernel.diffusion.group_norm_silu.apply_group_norm_silu(x, norm: nn.GroupNorm, activation: nn.SiLU):
+    the fused path's arguments (norm.weight, norm.bias, norm.num_groups, norm.eps), on the PyTorch path above."""
+    affine = getattr(norm, "affine", True)
+    return triton_group_norm_silu(x, norm.weight if affine else None, norm.bias if affine else None,
+                                  norm.num_groups, norm.eps, out=out)
+
+
+PATHS.update({f.__name__: f for f in (triton_group_norm_silu, apply_group_norm_silu)})

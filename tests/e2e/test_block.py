@@ -143,3 +143,66 @@ def test_the_gpu_timing_module_imports_and_refuses_the_cpu():
         pytest.skip("a GPU is present")
     with pytest.raises(KdaError, match="--cpu"):
         timing.bench(load_block("qwen_image"))
+
+
+def test_vae_stage_shapes_and_layouts_come_from_the_catalog():
+    """`shapes` reads a group_norm_silu row's C, T, H, W and layout; `dims` adds what no row carries."""
+    ws = {w.id: w for w in load_block("hunyuanvae_up_block").workloads()}
+    assert len(ws) == 8
+    w = ws["hyvae_up2_t5_32x32_cl3d"]
+    d = w.dims
+    assert (d["x_C"], d["x_T"], d["x_H"], d["x_W"], d["x_cl3d"]) == (512, 9, 128, 128, 0)
+    assert (d["out_C"], d["out_T"], d["out_H"], d["out_W"], d["out_cl3d"]) == (256, 9, 128, 128, 1)
+    assert (d["up_block"], d["groups"], d["eps"]) == (2, 32, 1e-6)
+    assert w.rows["out"].id == "hyvae_c256_t9_128x128_cl3d" and w.rows["x"].file.endswith("hunyuanvideo-vae.toml")
+    assert ws["hyvae_up3_t5_32x32_contig"].dims["out_cl3d"] == 0
+
+
+def test_ltx2_upsampler_latents_are_the_catalogs_stage1_video_token_counts():
+    """The catalog has no group_norm_silu rows for LTX-2: each workload's latent (stage 1, half size) must multiply to
+    a captured LTX-2 video token count and follow ltx-2.toml's `video` formula at its preset's size."""
+    from kda.shapes.catalog import catalog_dir, load_model_file
+
+    model = load_model_file(catalog_dir() / "ltx-2.toml")
+    captured = {r.params["S"] for r in model.rows if r.id.startswith("ltx2_video_b1_")}
+    ws = {w.id: w.dims for w in load_block("ltx2_latent_upsampler").workloads()}
+    for wid, (width, height) in {"ltx2_two_stage_768x512_f121": (768, 512),
+                                 "ltx23_two_stage_1536x1024_f121": (1536, 1024)}.items():
+        d = ws[wid]
+        tokens = d["latent_frames"] * d["latent_height"] * d["latent_width"]
+        assert tokens in captured
+        assert tokens == model.tokens_for(f"video(frames=121, H={height // 2}, W={width // 2})")
+        assert (d["in_channels"], d["mid_channels"]) == (128, 512)
+
+
+def test_a_shape_row_in_another_dtype_is_named(tmp_path):
+    d = _copy(tmp_path, "hunyuanvae_up_block")
+    _edit(d, 'dtype = "float16"', 'dtype = "bfloat16"')
+    with pytest.raises(KdaError, match=r"\(block 'hunyuanvae_up_block'\) workload 'hyvae_up0_t5_32x32_contig': "
+                                       r"catalog row 'hyvae_c512_t5_32x32_contig' \(.*\): dtype float16 is not the "
+                                       r"block's bfloat16"):
+        load_block(d).workloads()
+
+
+def test_a_literal_dim_may_not_shadow_the_catalog(tmp_path):
+    d = _copy(tmp_path, "hunyuanvae_up_block")
+    _edit(d, "dims = { up_block = 0 }", "dims = { up_block = 0, groups = 16 }")
+    with pytest.raises(KdaError, match=r"workload 'hyvae_up0_t5_32x32_contig': key 'dims': groups come from "
+                                       r".*hunyuanvideo-vae.toml"):
+        load_block(d).workloads()
+
+
+def test_a_layout_the_wheel_never_passes_is_refused(tmp_path):
+    """Resnet 0's norm1 gets hidden_states.contiguous(): a channels_last_3d row there is a wrong reading."""
+    d = _copy(tmp_path, "hunyuanvae_up_block")
+    _edit(d, 'x = "hyvae_c512_t5_32x32_contig"', 'x = "hyvae_c512_t5_32x32_cl3d"')
+    with pytest.raises(KdaError, match=r"workload 'hyvae_up0_t5_32x32_contig': the block cannot take these sizes: "
+                                       r"x is a channels_last_3d row.*hunyuanvae.py:342"):
+        load_block(d).workloads()
+
+
+def test_rows_of_different_sizes_in_one_up_block_are_refused(tmp_path):
+    d = _copy(tmp_path, "hunyuanvae_up_block")
+    _edit(d, 'out = "hyvae_c512_t5_32x32_contig"', 'out = "hyvae_c512_t5_64x64_contig"')
+    with pytest.raises(KdaError, match=r"x is 5x32x32 but out is 5x64x64"):
+        load_block(d).workloads()

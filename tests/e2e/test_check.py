@@ -1,6 +1,7 @@
 """The CPU tier: every block builds at reduced sizes, its eager arm matches the fp32 path with the right shapes, and
-a broken kernel at one site is caught. The small block's candidate arm runs through Triton's interpreter in a
-subprocess (as `kda e2e BLOCK --cpu`), so this process never imports Triton kernels in interpreter mode."""
+a broken kernel at one site is caught; the VAE stages' call sites get the layouts the wheel passes. The candidate
+arms run through Triton's interpreter in a subprocess (as `kda e2e BLOCK... --cpu`), so this process never imports
+Triton kernels in interpreter mode."""
 from __future__ import annotations
 
 import os
@@ -26,7 +27,8 @@ def test_eager_arm_matches_the_fp32_path(name):
 
 # One site per block whose work is dropped: the gated residual add returning its residual alone (qwen_image, wan),
 # the tanh-gated FFN residual returning its residual (zimage), a RoPE site returning q as it came (ltx2,
-# hunyuanvideo_double), a QK RMSNorm returning its input unnormalised (hunyuanvideo_single).
+# hunyuanvideo_double), a QK RMSNorm returning its input unnormalised (hunyuanvideo_single), a GroupNorm +
+# SiLU returning its input (the VAE stages).
 DROPS = {
     "qwen_image": ("img_mul_add", lambda x, scale, shift, scale_constant=1.0: shift.clone()),
     "zimage": ("ffn_norm2", lambda x, weight, bias, scale, shift, norm_type, eps=1e-5: shift.clone()),
@@ -34,6 +36,8 @@ DROPS = {
     "hunyuanvideo_double": ("img_q_rope", lambda x, cos, sin, interleaved=False: x.clone()),
     "hunyuanvideo_single": ("q_norm", lambda x, w, eps=1e-6: x.clone()),
     "wan": ("mlp_residual", lambda x, scale, shift, scale_constant=1.0: shift.clone()),
+    "hunyuanvae_up_block": ("resnet1_norm2", lambda x, norm, activation, out=None: x.clone()),
+    "ltx2_latent_upsampler": ("res2_norm1", lambda x, norm, activation, out=None: x.clone()),
 }
 
 
@@ -97,6 +101,49 @@ def test_torch_paths_of_the_hunyuanvideo_kernels_match_their_tasks_oracles():
     assert got.dtype == x2.dtype and torch.allclose(got.float(), want, atol=3e-2, rtol=1e-2)
 
 
+def _layouts(block, dims) -> dict:
+    """site -> (shape, 'contiguous' | 'cl3d' | 'other') of the x each call site receives, on the eager arm."""
+    seen = {}
+
+    def spy(site, fn):
+        def call(x, *args, **kwargs):
+            layout = ("contiguous" if x.is_contiguous() else
+                      "cl3d" if x.is_contiguous(memory_format=torch.channels_last_3d) else "other")
+            seen[site] = (tuple(x.shape), layout)
+            return fn(x, *args, **kwargs)
+        return call
+
+    ks = kernel_set(block, "eager")
+    model, _, inputs = check.build(block, dims, "cpu")
+    with torch.no_grad():
+        model(KernelSet("eager", {n: spy(n, f) for n, f in ks._fns.items()}, ks.sources), **inputs)
+    return seen
+
+
+@pytest.mark.parametrize("up_block, cl3d", [(3, 1), (0, 0)])
+def test_hunyuanvae_sites_get_the_layouts_the_wheel_passes(up_block, cl3d):
+    """norm1 after hidden_states.contiguous(); norm2 and conv_norm_out on conv outputs, channels_last_3d under
+    channels_last_3d conv weights (as cuDNN returns them); conv_norm_out only after the final up block."""
+    block = load_block("hunyuanvae_up_block")
+    dims = dict(block.cpu_dims(), up_block=up_block, out_cl3d=cl3d)
+    seen = _layouts(block, dims)
+    conv_out = "cl3d" if cl3d else "contiguous"
+    want = {f"resnet{i}_{n}": "contiguous" if n == "norm1" else conv_out for i in range(3) for n in ("norm1", "norm2")}
+    if up_block == 3:
+        want["conv_norm_out"] = conv_out
+    assert {site: layout for site, (_, layout) in seen.items()} == want
+    assert seen["resnet0_norm1"][0][1] == dims["x_C"] and seen["resnet1_norm1"][0][1] == dims["out_C"]
+
+
+def test_ltx2_upsampler_sites_get_contiguous_inputs_before_and_after_the_upsampler():
+    block = load_block("ltx2_latent_upsampler")
+    dims = block.cpu_dims()
+    seen = _layouts(block, dims)
+    assert {layout for _, layout in seen.values()} == {"contiguous"} and len(seen) == 9
+    B, M, F, H, W = (dims[n] for n in ("batch", "mid_channels", "latent_frames", "latent_height", "latent_width"))
+    assert seen["res3_norm1"][0] == (B, M, F, H, W) and seen["post0_norm1"][0] == (B, M, F, 2 * H, 2 * W)
+
+
 def test_the_candidate_arm_refuses_to_run_without_the_interpreter(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(Exception, match="TRITON_INTERPRET=1"):
@@ -120,5 +167,6 @@ def test_kda_e2e_cpu_runs_the_candidate_through_the_interpreter(name):
     proc = subprocess.run([sys.executable, "-m", "kda", "e2e", name, "--cpu"], cwd=repo_root(), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "eager      PASS" in proc.stdout and "candidate  PASS" in proc.stdout
+    assert f"{name}: follows " in proc.stdout
+    assert proc.stdout.count("eager      PASS") == proc.stdout.count("candidate  PASS") == 1, proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
