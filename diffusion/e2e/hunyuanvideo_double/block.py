@@ -20,24 +20,11 @@ What this block fixes that the wheel leaves to the call:
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-
-def _linear(n_in: int, n_out: int) -> nn.Linear:
-    """Random weights at the scale of a trained layer: unit-variance outputs from unit-variance inputs."""
-    lin = nn.Linear(n_in, n_out, bias=True)
-    nn.init.normal_(lin.weight, std=1.0 / math.sqrt(n_in))
-    nn.init.normal_(lin.bias, std=0.02)
-    return lin
-
-
-def _near_one(n: int) -> torch.Tensor:
-    """A trained RMSNorm weight sits near 1."""
-    return 1.0 + 0.1 * torch.randn(n)
+from kda.e2e.weights import linear as _linear, near_one as _near_one
 
 
 class Block(nn.Module):

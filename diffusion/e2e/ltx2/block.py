@@ -32,11 +32,11 @@ What this block fixes that the wheel leaves to the call (LTX-2, not LTX-2.3):
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from kda.e2e.weights import linear as _linear
 
 NORM_EPS = 1e-6  # configs/models/dits/ltx_2.py: norm_eps
 PROMPT_TOKENS = 1024  # configs/pipeline_configs/ltx_2.py: tokenizer max_length
@@ -46,14 +46,6 @@ AUDIO_MAX_POS = (20,)  # audio_positional_embedding_max_pos
 VIDEO_SCALE = (8, 32, 32)  # LTX2VideoTransformer3DModel.video_scale_factors
 AUDIO_SCALE = 4  # audio_scale_factors
 FPS = 24.0
-
-
-def _linear(n_in: int, n_out: int) -> nn.Linear:
-    """Random weights at the scale of a trained layer: unit-variance outputs from unit-variance inputs."""
-    lin = nn.Linear(n_in, n_out, bias=True)
-    nn.init.normal_(lin.weight, std=1.0 / math.sqrt(n_in))
-    nn.init.normal_(lin.bias, std=0.02)
-    return lin
 
 
 class Attention(nn.Module):

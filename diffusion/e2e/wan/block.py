@@ -30,19 +30,11 @@ What this block fixes that the wheel leaves to the call:
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-
-def _linear(n_in: int, n_out: int) -> nn.Linear:
-    """Random weights at the scale of a trained layer: unit-variance outputs from unit-variance inputs."""
-    lin = nn.Linear(n_in, n_out, bias=True)
-    nn.init.normal_(lin.weight, std=1.0 / math.sqrt(n_in))
-    nn.init.normal_(lin.bias, std=0.02)
-    return lin
+from kda.e2e.weights import linear as _linear, near_one as _near_one
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -134,11 +126,6 @@ class Block(nn.Module):
         ff_output = self.fc_out(F.gelu(self.fc_in(norm_hidden_states), approximate="tanh"))
         hidden_states = k.mlp_residual(ff_output, c_gate_msa, hidden_states, scale_constant=0)
         return (hidden_states.to(orig_dtype),)
-
-
-def _near_one(n: int) -> torch.Tensor:
-    """A trained norm weight sits near 1."""
-    return 1.0 + 0.1 * torch.randn(n)
 
 
 def rope_cos_sin(seq: int, head_dim: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:

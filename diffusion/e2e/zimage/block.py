@@ -31,24 +31,11 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from kda.e2e.weights import linear as _linear, near_one as _rms_weight
 
 ADALN_EMBED_DIM = 256  # zimage.py: ADALN_EMBED_DIM
 ROPE_THETA = 256.0  # configs/models/dits/zimage.py: rope_theta
 AXES_DIMS = (32, 48, 48)  # configs/models/dits/zimage.py: axes_dims (sum = head_dim 128)
-
-
-def _linear(n_in: int, n_out: int, bias: bool = False) -> nn.Linear:
-    """Random weights at the scale of a trained layer: unit-variance outputs from unit-variance inputs."""
-    lin = nn.Linear(n_in, n_out, bias=bias)
-    nn.init.normal_(lin.weight, std=1.0 / math.sqrt(n_in))
-    if bias:
-        nn.init.normal_(lin.bias, std=0.02)
-    return lin
-
-
-def _rms_weight(n: int) -> torch.Tensor:
-    """A trained RMSNorm weight sits near 1."""
-    return 1.0 + 0.1 * torch.randn(n)
 
 
 class Block(nn.Module):
@@ -58,12 +45,12 @@ class Block(nn.Module):
         self.dim, self.heads, self.head_dim, self.eps = D, H, hd, float(dims["eps"])
         # ZImageAttention (n_kv_heads == n_heads): to_qkv (fused, no bias), norm_q/norm_k RMSNorm(head_dim, 1e-5),
         # to_out[0] (no bias). The model builds the attention with eps=1e-5, the norms with norm_eps (1e-5 too).
-        self.to_qkv = _linear(D, 3 * H * hd)
+        self.to_qkv = _linear(D, 3 * H * hd, bias=False)
         self.norm_q, self.norm_k = nn.Parameter(_rms_weight(hd)), nn.Parameter(_rms_weight(hd))
-        self.to_out = _linear(H * hd, D)
+        self.to_out = _linear(H * hd, D, bias=False)
         # FeedForward: w13 (MergedColumnParallelLinear to 2 x hidden_dim, no bias), SiluAndMul, w2 (no bias)
         hidden_dim = int(D / 3 * 8)
-        self.w13, self.w2 = _linear(D, 2 * hidden_dim), _linear(hidden_dim, D)
+        self.w13, self.w2 = _linear(D, 2 * hidden_dim, bias=False), _linear(hidden_dim, D, bias=False)
         # attention_norm1, ffn_norm1, attention_norm2, ffn_norm2: RMSNorm(dim, norm_eps)
         self.attention_norm1, self.ffn_norm1 = nn.Parameter(_rms_weight(D)), nn.Parameter(_rms_weight(D))
         self.attention_norm2, self.ffn_norm2 = nn.Parameter(_rms_weight(D)), nn.Parameter(_rms_weight(D))
