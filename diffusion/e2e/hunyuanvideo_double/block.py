@@ -20,10 +20,10 @@ What this block fixes that the wheel leaves to the call:
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 from kda.e2e.weights import linear as _linear, near_one as _near_one
 
 

@@ -32,10 +32,10 @@ What this block fixes that the wheel leaves to the call (LTX-2, not LTX-2.3):
 """
 from __future__ import annotations
 
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 from kda.e2e.weights import linear as _linear
 
 NORM_EPS = 1e-6  # configs/models/dits/ltx_2.py: norm_eps

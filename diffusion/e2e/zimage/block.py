@@ -31,6 +31,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 from kda.e2e.weights import linear as _linear, near_one as _rms_weight
 
 ADALN_EMBED_DIM = 256  # zimage.py: ADALN_EMBED_DIM
