@@ -11,6 +11,7 @@ block's workload was read from), everything else unchanged.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Callable
 
@@ -113,8 +114,6 @@ def task_speedups(rows_by_site: dict[str, tuple[str, str]], lookup: Callable[[st
     """Per task, the geometric mean of its measured speedups on the rows the block's sites were read from
     (rows_by_site: site -> (task, row id); lookup(task, row) -> graph_us median over upstream or None), the task's
     production geomean (fallback(task)) where no such row was measured."""
-    import math
-
     logs: dict[str, list[float]] = {}
     for task, row in rows_by_site.values():
         s = lookup(task, row)

@@ -55,8 +55,7 @@ def fused_scale_residual_norm_scale_shift(residual, x, gate, weight, bias, scale
 
 
 def _rms_rope(x, w, cos, sin, eps, is_neox, rope_dim):
-    xf = x.float()
-    y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype).float()
+    y = _norm(x, w, None, "rms", eps).float()
     r, rest = y[..., :rope_dim], y[..., rope_dim:]
     if is_neox:
         a, b = r[..., : rope_dim // 2], r[..., rope_dim // 2:]
@@ -139,8 +138,7 @@ def apply_rotary_embedding(x, cos, sin, interleaved=False):
 
 def triton_one_pass_rms_norm(x, w, eps=1e-6):
     """RMSNorm.forward_native (layernorm.py): fp32 statistics, times the weight, back in x's dtype; x [N, D]."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+    return _norm(x, w, None, "rms", eps)
 
 
 PATHS.update({f.__name__: f for f in (apply_rotary_embedding, triton_one_pass_rms_norm)})

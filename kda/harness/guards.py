@@ -142,10 +142,7 @@ class TamperWatch:
             if obj is not self.objects[name]:
                 out.append(name)
                 continue
-            table, old = vars(obj), self.tables[name]
-            for k in set(table) | set(old):
-                if table.get(k, _MISSING) is not old.get(k, _MISSING) and not _compiler_global(k, old):
-                    out.append(f"{name}.{k}")
+            out += [f"{name}.{k}" for k in _changed_keys(obj, self.tables[name], _compiler_global)]
         for m, keys in self.keys.items():
             mod = _module(m)
             for k, v in keys.items():
@@ -159,7 +156,7 @@ class TamperWatch:
         torch.cuda.CUDAGraph = self.objects["torch.cuda.CUDAGraph"]
         torch.Tensor = self.objects["torch.Tensor"]
         for name, old in self.tables.items():
-            _restore_table(self.objects[name], old)
+            _restore_table(self.objects[name], old, _compiler_global)
         for m, keys in self.keys.items():
             mod = _module(m)
             for k, v in keys.items():
@@ -258,9 +255,7 @@ class UpstreamWatch:
     def changed(self) -> list[str]:
         out = []
         for name, m in self.modules.items():
-            table, old = vars(m), self.tables[name]
-            out += [f"{name}.{k}" for k in set(table) | set(old)
-                    if table.get(k, _MISSING) is not old.get(k, _MISSING) and not _compiler_global(k, old)]
+            out += [f"{name}.{k}" for k in _changed_keys(m, self.tables[name], _compiler_global)]
         for label, (fn, code, defaults, kwdefaults, globs) in self.functions.items():
             if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults \
                     or fn.__globals__ is not globs:
@@ -269,9 +264,7 @@ class UpstreamWatch:
             now = vars(obj)
             out += [f"{label}.{a}" for a, v in attrs.items() if now.get(a, _MISSING) is not v]
         for n, cls in self.classes.items():
-            table, old = vars(cls), self.class_tables[n]
-            out += [f"{n}.{k}" for k in set(table) | set(old)
-                    if table.get(k, _MISSING) is not old.get(k, _MISSING) and not _copyreg_cache(k, old)]
+            out += [f"{n}.{k}" for k in _changed_keys(cls, self.class_tables[n], _copyreg_cache)]
         knobs = _knobs()
         out += [f"triton.knobs.runtime.{h}" for h, v in self.hooks.items()
                 if _hook_state(getattr(knobs, h, _MISSING)) != v]
@@ -279,7 +272,7 @@ class UpstreamWatch:
 
     def restore(self) -> None:
         for name, m in self.modules.items():
-            _restore_table(m, self.tables[name])
+            _restore_table(m, self.tables[name], _compiler_global)
         for fn, code, defaults, kwdefaults, _globs in self.functions.values():
             # __globals__ is read-only: a function given other globals is a new object, which the table restore
             # above already replaced with the original.
@@ -292,7 +285,7 @@ class UpstreamWatch:
                     else:
                         setattr(obj, a, v)
         for n, cls in self.classes.items():
-            _restore_table(cls, self.class_tables[n])
+            _restore_table(cls, self.class_tables[n], _copyreg_cache)
         knobs = _knobs()
         for h, (obj, calls) in self.hooks.items():
             if obj is _MISSING or _hook_state(getattr(knobs, h, _MISSING)) == (obj, calls):
@@ -308,11 +301,16 @@ def _copyreg_cache(key: str, old: dict) -> bool:
     return key == "__slotnames__" and key not in old
 
 
-def _restore_table(obj, old: dict) -> None:
+def _changed_keys(obj, old: dict, benign) -> list[str]:
+    """Names in obj's attribute table replaced, added or removed since `old`, but for benign(name, old) additions."""
     table = vars(obj)
-    for k in set(table) | set(old):
-        if table.get(k, _MISSING) is old.get(k, _MISSING) or _compiler_global(k, old) or _copyreg_cache(k, old):
-            continue
+    return [k for k in set(table) | set(old) if table.get(k, _MISSING) is not old.get(k, _MISSING)
+            and not benign(k, old)]
+
+
+def _restore_table(obj, old: dict, benign) -> None:
+    """Put back what _changed_keys(obj, old, benign) names."""
+    for k in _changed_keys(obj, old, benign):
         if k not in old:
             delattr(obj, k)
         else:

@@ -185,26 +185,37 @@ class RowRunner:
             self.out = {k: inputs[k] for k in inplace}
             out_b = self.out
         else:
-            self.out = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
-            out_b = {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
-        arms = {} if self.baseline_skipped else {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
-        if self.args.aa:
-            out_a = self.out if self.inplace else \
-                {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
-            arms["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_a)
-        else:
-            arms["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, self.out)
+            self.out, out_b = self._empty_outs(), self._empty_outs()
+        # an A/A run's second baseline writes outputs of its own (in place: the same inputs)
+        out_c = self._empty_outs() if self.args.aa and not self.inplace else self.out
+        arms = self._calls(inputs, out_b, out_c)
+        if self.baseline_skipped:
+            del arms["baseline"]
         out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
         for kind in ("eager", "compile"):
             if kind in comparators:
                 arms[kind] = peer_call(self.peer_reference, row, inputs, out_dtypes, kind)
         self.arms = arms
 
+    def _empty_outs(self) -> dict:
+        return {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+
+    def _calls(self, inputs: dict, out_b: dict, out_c: dict) -> dict:
+        """The baseline's and the candidate's call on one set of inputs (in an A/A run the candidate arm is the
+        baseline again), writing out_b and out_c."""
+        ad, row = self.task.adapter, self.row
+        calls = {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
+        if self.args.aa:
+            calls["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_c)
+        else:
+            calls["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, out_c)
+        return calls
+
     def rotated_arms(self, inner: int) -> dict:
         """Every timed arm as a list of calls, one per rotated input set (issue 34, attack 2): as many sets as a sample
         has calls plus its lead call, within ROTATION_BUDGET_BYTES (at least two). The candidate writes each set's
         own outputs; the peers share one compiled function; the baseline allocates its outputs as upstream does."""
-        ad, row = self.task.adapter, self.row
+        row = self.row
         out_bytes = 0 if self.inplace else sum(math.prod(shape) * torch.empty((), dtype=dt).element_size()
                                                for shape, dt in self.specs.values())
         per_set = max(1, set_bytes(row) + out_bytes)
@@ -214,22 +225,11 @@ class RowRunner:
         if self.inplace:
             outs = [{k: one[k] for k in self.cfg["check"]["inplace"]} for one in sets]
         else:
-            outs = [{k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
-                    for _ in sets]
-        out_b = self.out if self.inplace else \
-            {k: torch.empty(shape, dtype=dt, device=self.device) for k, (shape, dt) in self.specs.items()}
+            outs = [self._empty_outs() for _ in sets]
+        out_b = None if self.inplace else self._empty_outs()  # one for every set: upstream's own outputs
         self.rot_outs = outs
-        arms = {}
-        if "baseline" in self.arms:
-            arms["baseline"] = [(lambda one=one, o=o: ad.call_baseline(self.upstream, row, one,
-                                                                       o if self.inplace else out_b))
-                                for one, o in zip(sets, outs)]
-        if self.args.aa:
-            arms["candidate"] = [(lambda one=one, o=o: ad.call_baseline(self.upstream, row, one, o))
-                                 for one, o in zip(sets, outs)]
-        else:
-            arms["candidate"] = [(lambda one=one, o=o: ad.call_candidate(self.solution, row, one, o))
-                                 for one, o in zip(sets, outs)]
+        calls = [self._calls(one, o if self.inplace else out_b, o) for one, o in zip(sets, outs)]
+        arms = {n: [c[n] for c in calls] for n in ("baseline", "candidate") if n == "candidate" or n in self.arms}
         out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
         for kind in ("eager", "compile"):
             if kind in self.arms:

@@ -134,3 +134,20 @@ def test_fake_that_writes_outside_q_and_k_is_rejected_by_the_harness():
     assert _runtime_reasons(row) == [C.INPUT_MUTATED], row["details"]
     detail = next(d for d in row["details"] if d.startswith(C.INPUT_MUTATED))
     assert "q (outside its view)" in detail and "k_weight" in detail
+
+
+def test_rotated_arms_call_each_input_set_with_its_own_outputs():
+    """bench.rotate's arms (issue 34, attack 2), on the CPU: one call per rotated set, each writing that set's own
+    in-place outputs from that set's own values."""
+    task = Task.load(TASK)
+    r = _runner(_oracle_arm(task.oracle.reference))
+    arms = r.rotated_arms(3)
+    assert set(arms) == {"candidate"} and len(arms["candidate"]) == r.rot.count == 4  # inner + 1; no baseline here
+    before = [{k: (None if v is None else v.clone()) for k, v in one.items()} for one in r.rot.sets]
+    assert not torch.equal(before[0]["q"], before[1]["q"])
+    for call in arms["candidate"]:
+        call()
+    for one, old, out in zip(r.rot.sets, before, r.rot_outs):
+        assert out["q"] is one["q"] and out["k"] is one["k"]
+        ref = task.oracle.reference(r.row, old)
+        assert torch.equal(one["q"], ref["q"].to(one["q"].dtype)) and torch.equal(one["k"], ref["k"].to(one["k"].dtype))
