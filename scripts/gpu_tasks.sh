@@ -11,7 +11,8 @@
 # rows of 256 MB or more that the new results file has below 85% of copy and without a profile of their kernels.
 # --profile-only runs no A/A and no benchmark: it profiles the named rows ('@large': as read from the results file
 # already there for this GPU), for a candidate whose kernels that file already recorded.
-# KDA_WARM_JOBS=N first compiles every row's torch.compile peer, N rows at a time (scripts/warm_baseline.py --peer).
+# KDA_WARM_JOBS=N first compiles every row's torch.compile peer, N rows at a time (scripts/warm_baseline.py --peer);
+# with --sweep-only, the sweep rows' peers and baselines.
 # results.tar and logs.tar are rewritten after every step, so a call cut off by its time limit still returns what
 # finished; they are the only files left in $OUT (the logs are written beside it), since a call returns a limited
 # number of files and on 2026-11-25 a results.tar was left behind among the logs.
@@ -43,6 +44,15 @@ for spec in "$@"; do
   if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" = all -o "$mode" = bench -o "$mode" = cold ]; then
     python3 scripts/warm_baseline.py "$task" --peer --jobs "$KDA_WARM_JOBS" > "$logs/$task-warm.log" 2>&1
     echo "$task peer warm-up: rc=$? $(grep -E 'built in' "$logs/$task-warm.log")"
+  fi
+  # A sweep's rows are new shapes: the peer, and a baseline compiled per signature (qknorm_rope), would otherwise
+  # build one row after another inside the bench, most of its time.
+  if [ -n "${KDA_WARM_JOBS:-}" ] && [ "$mode" = sweep ]; then
+    for what in --peer ""; do
+      python3 scripts/warm_baseline.py "$task" $what --sweep "${KDA_SWEEP_N:-64}" --jobs "$KDA_WARM_JOBS" \
+        >> "$logs/$task-warm.log" 2>&1
+      echo "$task sweep ${what:-baseline} warm-up: rc=$? $(grep -E 'built in' "$logs/$task-warm.log" | tail -1)"
+    done
   fi
   if [ "$mode" = all -o "$mode" = aa ]; then
     python3 -m kda bench "$task" --aa > "$logs/$task-aa.log" 2>&1

@@ -10,7 +10,10 @@ This makes each build once, every row in its own process, N at a time, so the bu
 (the baseline's own, and Inductor's FX-graph and Triton caches for the peer) and the benchmark finds them there.
 The peer is compiled exactly as the worker compiles it (peers.peer_call on the oracle's peer math, autograd off):
 a cache hit is the same code, so nothing about what is timed changes.
-Usage: python3 scripts/warm_baseline.py TASK [--jobs N] [--peer]
+With --sweep N [--sweep-seed S] it warms the rows of that generalisation sweep instead (kda.definition.sweep: the
+same draw `kda bench TASK --sweep N` makes), whose peers are otherwise compiled one after another inside the bench:
+most of a 64-row sweep's time.
+Usage: python3 scripts/warm_baseline.py TASK [--jobs N] [--peer] [--sweep N [--sweep-seed S]]
 """
 import argparse
 import multiprocessing as mp
@@ -21,7 +24,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _warm(task_name: str, row_id: str, peer: bool) -> tuple[str, float, str]:
+def _rows(task, sweep: tuple[int, int | None] | None):
+    """The rows to warm: the task's production and test rows, or the sweep's drawn rows (drawn again in each child:
+    the draw depends only on the seed)."""
+    if sweep is None:
+        return task.select()
+    from kda.definition.sweep import build
+
+    return build(task, sweep[0], sweep[1]).parsed()
+
+
+def _warm(task_name: str, row_id: str, peer: bool,
+          sweep: tuple[int, int | None] | None = None) -> tuple[str, float, str]:
     import torch
     from kda.harness.peers import peer_call, peer_math
     from kda.definition.task import Task
@@ -32,7 +46,7 @@ def _warm(task_name: str, row_id: str, peer: bool) -> tuple[str, float, str]:
     t0 = time.time()
     task = Task.load(task_name)
     try:
-        row = task.select([row_id])[0]
+        row = next(r for r in _rows(task, sweep) if r.id == row_id)
         inputs = build_inputs(row, "cuda")
         specs = task.adapter.output_specs(row, inputs)
         if peer:
@@ -47,11 +61,11 @@ def _warm(task_name: str, row_id: str, peer: bool) -> tuple[str, float, str]:
         return row_id, time.time() - t0, f"{type(e).__name__}: {e}"
 
 
-def builds(task, peer: bool) -> dict:
+def builds(task, peer: bool, sweep: tuple[int, int | None] | None = None) -> dict:
     """One row per distinct build: the peer compiles per row; the baseline per adapter.build_key(row) if defined."""
     key = (lambda row: row.id) if peer else getattr(task.adapter, "build_key", lambda row: row.id)
     first = {}
-    for row in task.select():
+    for row in _rows(task, sweep):
         first.setdefault(key(row), row.id)
     return first
 
@@ -61,15 +75,21 @@ def main() -> int:
     ap.add_argument("task")
     ap.add_argument("--jobs", type=int, default=12)
     ap.add_argument("--peer", action="store_true", help="warm the torch.compile peer instead of the baseline")
+    ap.add_argument("--sweep", type=int, metavar="N", help="the rows of `kda bench TASK --sweep N` instead")
+    ap.add_argument("--sweep-seed", type=int, metavar="S", help="its seed (default: the task's bench.seed)")
     args = ap.parse_args()
+    if args.sweep_seed is not None and args.sweep is None:
+        ap.error("--sweep-seed needs --sweep N")
     from kda.definition.task import Task
     task = Task.load(args.task)
-    first = builds(task, args.peer)
+    sweep = None if args.sweep is None else (args.sweep, args.sweep_seed)
+    first = builds(task, args.peer, sweep)
     what = "torch.compile peer" if args.peer else "baseline"
-    print(f"{args.task}: {len(first)} distinct {what} builds over {len(task.select())} rows", flush=True)
+    over = f"{args.sweep} sweep rows" if sweep else f"{len(task.select())} rows"
+    print(f"{args.task}: {len(first)} distinct {what} builds over {over}", flush=True)
     t0 = time.time()
     with mp.get_context("spawn").Pool(min(args.jobs, len(first))) as pool:
-        results = pool.starmap(_warm, [(args.task, rid, args.peer) for rid in first.values()])
+        results = pool.starmap(_warm, [(args.task, rid, args.peer, sweep) for rid in first.values()])
     failed = [(rid, status) for rid, _, status in results if status != "ok"]
     print(f"  {len(results) - len(failed)}/{len(results)} built in {time.time() - t0:.0f} s, "
           f"slowest {max(s for _, s, _ in results):.1f} s")

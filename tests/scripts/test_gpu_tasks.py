@@ -92,3 +92,11 @@ def test_results_tar_holds_each_kept_path_once(tmp_path):
 def test_the_sweep_size_comes_from_kda_sweep_n(tmp_path):
     steps, _, _ = _run(tmp_path, ["--sweep-only", "norm_infer"], KDA_SWEEP_N="8")
     assert steps == ["-m kda check norm_infer --static", "-m kda bench norm_infer --sweep 8"]
+
+
+def test_a_sweep_warms_its_own_rows_peer_and_baseline_before_the_bench(tmp_path):
+    steps, stdout, _ = _run(tmp_path, ["--sweep-only", "qknorm_rope"], KDA_SWEEP_N="16", KDA_WARM_JOBS="6")
+    assert steps == ["scripts/warm_baseline.py qknorm_rope --peer --sweep 16 --jobs 6",
+                     "scripts/warm_baseline.py qknorm_rope --sweep 16 --jobs 6",
+                     "-m kda check qknorm_rope --static", "-m kda bench qknorm_rope --sweep 16"]
+    assert "sweep --peer warm-up: rc=0" in stdout and "sweep baseline warm-up: rc=0" in stdout

@@ -28,3 +28,12 @@ def test_a_task_without_build_key_builds_every_row():
     task = Task.load("group_norm_silu")
     assert not hasattr(task.adapter, "build_key")
     assert len(WARM.builds(task, peer=False)) == len(task.select())
+
+
+def test_a_sweep_warms_the_rows_the_sweep_bench_draws():
+    from kda.definition.sweep import build
+
+    task = Task.load("norm_infer")
+    first = WARM.builds(task, peer=True, sweep=(5, 7))
+    assert list(first.values()) == [r["id"] for r in build(task, 5, 7).rows]
+    assert not set(first.values()) & {r.id for r in task.select()}

@@ -16,5 +16,6 @@ def load_script(name: str, task: str | None = None):
             sys.path.insert(0, path)
     spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # as an import would: dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod

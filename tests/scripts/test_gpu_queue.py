@@ -1,0 +1,83 @@
+"""scripts/gpu_queue.py on a CPU: the scheduler with each job's command replaced by a short shell step that writes
+what the real job would (the real ones need GPUs). A wrong schedule costs a multi-GPU call's minutes there."""
+import json
+import tarfile
+
+import pytest
+
+from script_support import load_script
+
+Q = load_script("gpu_queue")
+
+
+def _fake_command(job):
+    where = f"diffusion/e2e/{job.name}" if job.mode == "e2e" else f"diffusion/kernels/{job.name}"
+    return ["bash", "-c", f"mkdir -p {where}/results && echo \"$CUDA_VISIBLE_DEVICES\" > {where}/results/{job.mode}.txt"
+            f" && sleep 0.3 && echo '{job.name} {job.mode}: rc=0 rows passed: 3/3'" + ("; exit 3" if job.mode == "aa" else "")]
+
+
+@pytest.fixture
+def queue(tmp_path, monkeypatch):
+    monkeypatch.setattr(Q, "command", _fake_command)
+    monkeypatch.setattr(Q, "POLL_S", 0.05)
+    (tmp_path / "repo").mkdir()
+    labels = ["bench:norm_infer", "sweep:norm_infer", "bench:rotary_embedding", "e2e:wan", "aa:fuse_scale_shift"]
+    (tmp_path / "jobs.json").write_text(json.dumps({"jobs": labels, "gpus": 2}))
+    Q.Queue(tmp_path, Q.parse_jobs(labels), gpus=2).run()
+    return tmp_path, labels
+
+
+def test_every_job_runs_once_on_some_gpu_and_two_jobs_of_one_task_never_overlap(queue):
+    work, labels = queue
+    events = Q.read_state(work)
+    started = {e["job"]: e for e in events if e.get("state") == "started"}
+    done = {e["job"]: e for e in events if e.get("state") == "done"}
+    assert set(started) == set(done) == set(labels)
+    assert {e["gpu"] for e in started.values()} == {0, 1}
+    a, b = "bench:norm_infer", "sweep:norm_infer"
+    assert started[b]["t"] >= done[a]["t"]  # given in that order: the sweep waits for the bench of its task
+    assert done["aa:fuse_scale_shift"]["rc"] == 3 and all(done[j]["rc"] == 0 for j in labels[:4])
+    assert events[-1]["state"] == "queue done"
+    # each job saw exactly the GPU the scheduler recorded for it
+    seen = (work / "repo/diffusion/kernels/rotary_embedding/results/bench.txt").read_text().strip()
+    assert seen == str(started["bench:rotary_embedding"]["gpu"])
+
+
+def test_results_tar_holds_the_task_folders_and_e2e_tar_the_blocks(queue):
+    work, _ = queue
+    with tarfile.open(work / "results.tar") as tar:
+        names = set(tar.getnames())
+    assert "diffusion/kernels/norm_infer/results/sweep.txt" in names
+    assert "diffusion/kernels/rotary_embedding/results/bench.txt" in names
+    assert not any(n.startswith("diffusion/e2e") for n in names)
+    with tarfile.open(work / "e2e.tar") as tar:
+        assert "diffusion/e2e/wan/results/e2e.txt" in tar.getnames()
+
+
+def test_wait_packs_into_out_and_summarises_each_job_within_80_columns(queue, tmp_path, capsys):
+    work, labels = queue
+    out = tmp_path / "out"
+    assert Q.main(["wait", str(work), "--for", "5", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["e2e.tar", "logs.tar", "queue.txt", "results.tar"]
+    text = (out / "queue.txt").read_text()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for label in labels:
+        assert label in text
+    assert "rc=3" in text and "rotary_embedding bench: rc=0 rows passed: 3/3" in text
+
+
+@pytest.mark.parametrize("spec,why", [("bench", "expected MODE:NAME"), ("time:norm_infer", "expected MODE:NAME"),
+                                      ("bench:", "expected MODE:NAME")])
+def test_a_malformed_job_is_refused_with_what_was_expected(spec, why):
+    with pytest.raises(SystemExit, match=why):
+        Q.parse_jobs([spec])
+
+
+def test_a_job_named_twice_or_an_unknown_task_or_block_is_refused_before_anything_is_copied(tmp_path):
+    with pytest.raises(SystemExit, match="named twice"):
+        Q.parse_jobs(["bench:norm_infer", "bench:norm_infer"])
+    with pytest.raises(SystemExit, match="no block"):
+        Q.main(["start", str(tmp_path / "w"), "e2e:no_such_block", "--gpus", "1"])
+    with pytest.raises(Exception, match="no_such_task"):
+        Q.main(["start", str(tmp_path / "w"), "bench:no_such_task", "--gpus", "1"])
+    assert not (tmp_path / "w").exists()
