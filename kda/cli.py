@@ -140,13 +140,17 @@ def _e2e_block(name: str, args) -> int:
     if not args.cpu:
         if not _has_gpu():
             raise KdaError(f"no GPU here: `kda e2e {block.name} --cpu` runs the block at reduced sizes")
-        from kda.e2e.timing import bench
+        from kda.e2e.timing import TRIALS, bench
 
-        print(f"wrote {bench(block, [args.arm] if args.arm else None)}")
+        skip = args.skip_arm or []
+        print(f"wrote {bench(block, [args.arm] if args.arm else None, skip, args.trials or TRIALS)}")
         return 0
     from kda.e2e.check import check_cpu
 
     arms = [args.arm] if args.arm else ["eager"] + (["candidate"] if block.data["block"]["interpret"] else [])
+    arms = [a for a in arms if a not in (args.skip_arm or [])]
+    if not arms:
+        raise KdaError(f"{block.name}: no arm left to run on the CPU")
     dims, results = check_cpu(block, arms)
     print(textwrap.fill("CPU sizes: " + ", ".join(f"{k}={v}" for k, v in dims.items()), width=80,
                         subsequent_indent="  "))
@@ -633,6 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("blocks", nargs="+", metavar="BLOCK", help="one or more blocks, run one after the other")
     p.add_argument("--cpu", action="store_true", help="reduced sizes on the CPU, Triton's interpreter for candidates")
     p.add_argument("--arm", help="one arm only: upstream, candidate, eager, compile or only-<task>")
+    p.add_argument("--skip-arm", action="append", metavar="ARM", help="leave this arm out (repeatable; "
+                   "`--skip-arm compile` spares torch.compile's minute per workload)")
+    p.add_argument("--trials", type=int, help="GPU: trials per workload (default 15)")
     p.set_defaults(fn=cmd_e2e)
 
     p = sub.add_parser("compile", help="compile every Triton launch of each candidate's production rows for a GPU "

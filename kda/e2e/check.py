@@ -68,9 +68,11 @@ def check_cpu(block: BlockDef, arms: list[str]) -> tuple[dict, list[ArmResult]]:
         return dims, [_run_arm(block, dims, model, arm, inputs, ref) for arm in arms]
 
 
-def _run_arm(block: BlockDef, dims: dict, model, arm: str, inputs: dict, ref) -> ArmResult:
+def _run_arm(block: BlockDef, dims: dict, model, arm: str, inputs: dict, ref, fn=None) -> ArmResult:
+    """`fn`: the callable to check in place of `model` (the timing passes the compiled block it then times)."""
     res = ArmResult(arm)
-    fn = torch.compile(model) if arm == "compile" else model
+    if fn is None:
+        fn = torch.compile(model) if arm == "compile" else model
     out = fn(kernel_set(block, arm), **fresh(inputs))
     want = block.module.output_shapes(dims)
     dtype = getattr(torch, block.dtype)

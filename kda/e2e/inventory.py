@@ -75,15 +75,18 @@ def summarize(events: list[dict]) -> dict:
     return {"total_us": total, "tasks": tasks, "families": fams, "kernels": rows}
 
 
-def profile_events(fn: Callable) -> list[dict]:
-    """Run fn once under torch.profiler (CUDA activity) and return its kernels with their enclosing range names.
-    GPU only; the attribution follows each kernel to the CPU op that launched it and up its parents."""
+def profile_events(fn: Callable, cuda: bool = True) -> list[dict]:
+    """Run fn once under torch.profiler (CUDA activity) and return its kernels with their enclosing range names;
+    the attribution follows each kernel to the CPU op (or range) that launched it and up its parents. `cuda=False`
+    (the CPU tests) profiles CPU activity only: no kernels, an empty list."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
         fn()
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
     out = []
     for evt in prof.events():
         for k in getattr(evt, "kernels", ()) or ():

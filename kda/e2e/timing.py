@@ -1,21 +1,32 @@
 """GPU timing of a block's arms: eager_us, graph_us and a profiler inventory per arm, written to a results file.
 
-NOT YET RUN ON A GPU. Written to the contract of the issue (33) and docs/e2e.md, checked on the CPU only as far as
-importing it goes; expect the first GPU run to need fixes. Until one has run, no figure comes from here.
+NOT YET RUN ON A GPU. Written to the contract of the issue (33) and docs/e2e.md; everything but the CUDA primitives
+(the `Cuda` class below) runs on the CPU in tests/e2e/test_timing.py, with CPU stand-ins for those primitives.
+Expect the first GPU run to need fixes; until one has run, no figure comes from here.
 
 Per workload, every arm is checked first (kda.e2e.check's comparison against the fp32 path at production size),
 then timed in trials whose arm order is shuffled per trial:
     eager_us   CUDA events around N back-to-back block calls, one untimed call ahead (as the harness's device_us)
-    graph_us   one replay of the N calls captured in a CUDA graph (the `compile` arm: mode="max-autotune-no-cudagraphs"
-               would be needed to capture it ourselves; it is captured as any other arm here)
+    graph_us   replays of a CUDA graph of G <= N block calls (G capped so a capture's memory stays bounded), as
+               many replays as make about N calls (the `compile` arm, compiled without cudagraphs, is captured as
+               any other arm here)
 and once per arm, a torch.profiler inventory: every CUDA kernel the block launched, with calls and device time.
 The speedup of an arm over another is the median of per-trial ratios, as for tasks (kda.harness.stats).
+
+An arm that fails (its kernels do not load, torch.compile fails, a capture or an allocation fails) is recorded in
+its row with the error, and the other arms and workloads go on; the results file is rewritten after each workload,
+so a run that dies part-way leaves the workloads it finished (summary `complete: false`).
 """
 from __future__ import annotations
 
+import gc
+import math
 import random
+import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -31,6 +42,9 @@ from kda.harness.provenance import git_state
 
 TRIALS = 15
 TARGET_SAMPLE_US = 20000.0  # one sample: enough block calls for about this long
+MAX_INNER = 64  # block calls per eager sample
+MAX_GRAPH_CALLS = 16  # block calls captured in one CUDA graph (each call's intermediates live in the graph's pool)
+GRAPH_MEMORY_SHARE = 0.5  # of the free device memory, the most a capture may take (at one call's peak per call)
 
 
 def _calls(fn, n: int):
@@ -38,126 +52,291 @@ def _calls(fn, n: int):
         fn()
 
 
-def _eager_us(fn, n: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()  # the stamp finds the stream busy: a sample is n calls in steady state
-    start.record()
-    _calls(fn, n)
-    torch.cuda.synchronize()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / n
+class Cuda:
+    """The CUDA primitives the timing uses, and only those: tests/e2e/test_timing.py swaps in CPU stand-ins for
+    this object (`DEV`) and runs everything else as on a GPU."""
 
+    device = "cuda"
 
-def _graph(fn, n: int):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up on the side stream, as capture requires
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    def available(self) -> bool:
+        return torch.cuda.is_available()
+
+    def name(self) -> str:
+        return torch.cuda.get_device_name(0)
+
+    def free(self) -> None:
+        """Release what the last arm or workload left: the caching allocator's unused blocks go back."""
+        gc.collect()
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - after a sticky CUDA error: the next call reports it where it belongs
+            pass
+
+    def eager_us(self, fn, n: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()  # the stamp finds the stream busy: a sample is n calls in steady state
+        start.record()
         _calls(fn, n)
-    return graph
+        end.record()  # right after the calls: no host sync inside the timed span
+        end.synchronize()
+        return start.elapsed_time(end) * 1000.0 / n
+
+    def graph_calls(self, fn, n: int) -> int:
+        """How many block calls one graph holds: n, at most MAX_GRAPH_CALLS, and no more than one call's peak
+        allocation fits GRAPH_MEMORY_SHARE of the free memory that many times."""
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        peak = max(1, torch.cuda.max_memory_allocated() - before)
+        free, _ = torch.cuda.mem_get_info()
+        return max(1, min(n, MAX_GRAPH_CALLS, int(GRAPH_MEMORY_SHARE * free // peak)))
+
+    def graph(self, fn, n: int):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()  # warm-up on the side stream, as capture requires
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            _calls(fn, n)
+        graph.replay()  # the first replay uploads the graph: not a sample
+        torch.cuda.synchronize()
+        return graph
+
+    def graph_us(self, graph, calls: int, replays: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1000.0 / (calls * replays)
+
+    def profile(self, fn) -> list[dict]:
+        return inventory.profile_events(fn, cuda=True)
 
 
-def _graph_us(graph, n: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / n
+DEV = Cuda()
 
 
-def _inventory(block: BlockDef, arm: str, model, args: dict) -> dict:
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:2000]
+
+
+def _inventory(block: BlockDef, arm: str, model, k: KernelSet, args: dict) -> dict:
     """One block call profiled, each site inside a range naming its task (kda.e2e.inventory); the compile arm's
     sites are traced into its graph, so its kernels are told apart by name only."""
-    k = kernel_set(block, arm)
     if arm != "compile":
         k = KernelSet(arm, inventory.labelled(k._fns, {s.name: s.task for s in block.sites}), k.sources)
-    return inventory.summarize(inventory.profile_events(lambda: model(k, **args)))
+    return inventory.summarize(DEV.profile(lambda: model(k, **args)))
 
 
-def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = TRIALS) -> dict:
-    model, ref_model, inputs = build(block, w.dims, "cuda")
+def _inner_count(fn) -> int:
+    one = DEV.eager_us(fn, 1)
+    return max(1, min(MAX_INNER, int(TARGET_SAMPLE_US / max(one, 1.0))))
+
+
+def _compiled(model):
+    """The block under torch.compile for this workload alone: dynamo's caches reset (each workload's shapes
+    compiled static, never as a dynamic-shape recompile of the last workload's graph, nor past the recompile
+    limit into eager), no cudagraphs of its own (this runner captures the graph)."""
+    torch._dynamo.reset()
+    return torch.compile(model, dynamic=False)
+
+
+def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = TRIALS,
+                  log: Callable[[str], None] = _log) -> dict:
+    """One row: every arm checked, timed and profiled at the workload's dims. A failing arm is recorded with
+    `error` (and its stage); a graph capture that fails leaves the arm's eager_us timed (`graph_error`)."""
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        log(f"  [{time.monotonic() - t0:7.1f} s] {w.id}: {msg}")
+
+    recs: dict[str, dict] = {a: {} for a in arms}
+    fns, kss, models = {}, {}, {}
+    row = {"type": "row", "id": w.id, "dims": w.dims,
+           "catalog_rows": {k: {"task": r.task, "id": r.id, "file": str(r.file)} for k, r in w.rows.items()}}
+    say("build")
+    model, ref_model, inputs = build(block, w.dims, DEV.device)
     with torch.no_grad():
         ref = ref_model(kernel_set(block, "eager"), **upcast(inputs))
-        fns, checks, models = {}, {}, {}
+        del ref_model
         for arm in arms:
-            checks[arm] = _run_arm(block, w.dims, model, arm, inputs, ref)
-            if not checks[arm].passed:
+            say(f"{arm}: check against the fp32 path")
+            try:
+                k = kernel_set(block, arm)
+                m = _compiled(model) if arm == "compile" else model
+                res = _run_arm(block, w.dims, model, arm, inputs, ref, fn=m)
+            except Exception as e:  # noqa: BLE001 - one arm's failure is its row's, not the block's
+                recs[arm].update(passed=False, error=_error(e), stage="check")
+                say(f"{arm}: FAILED {_error(e)[:300]}")
+                DEV.free()
                 continue
-            k, m = kernel_set(block, arm), (torch.compile(model) if arm == "compile" else model)
+            recs[arm].update(passed=res.passed, errors=res.errors, problems=res.problems)
+            if not res.passed:
+                say(f"{arm}: does not match the fp32 path, not timed: {'; '.join(res.problems)[:300]}")
+                continue
             args = fresh(inputs)
             fns[arm] = lambda m=m, k=k, args=args: m(k, **args)
-            models[arm] = (m, args)
+            kss[arm], models[arm] = k, (m, args)
         del ref
-        n = _inner_count(fns.get("upstream") or next(iter(fns.values())))
-        graphs = {a: _graph(f, n) for a, f in fns.items()}
+        DEV.free()
+        if not fns:
+            say("no arm to time")
+            return {**row, "inner": None, "arms": recs, "speedup": {}}
+        first = "upstream" if "upstream" in fns else next(iter(fns))
+        n = _inner_count(fns[first])
+        say(f"{n} block call(s) per sample (one {first} call: about {TARGET_SAMPLE_US / n:.0f} us or more)")
+        graphs = {}
+        for a in list(fns):
+            say(f"{a}: graph capture")
+            try:
+                g_calls = DEV.graph_calls(fns[a], n)
+                graphs[a] = (DEV.graph(fns[a], g_calls), g_calls, math.ceil(n / g_calls))
+                recs[a].update(graph_calls=g_calls, graph_replays=graphs[a][2])
+            except Exception as e:  # noqa: BLE001
+                graphs.pop(a, None)
+                recs[a]["graph_error"] = _error(e)
+                say(f"{a}: graph capture FAILED (eager_us only) {_error(e)[:300]}")
+                DEV.free()
         samples = {a: {"eager_us": [], "graph_us": []} for a in fns}
         order_rng = random.Random(block.data["block"]["seed"])
-        for _ in range(trials):
+        say(f"{trials} trials of {', '.join(fns)}")
+        for t in range(trials):
             order = list(fns)
             order_rng.shuffle(order)
             for a in order:
-                samples[a]["eager_us"].append(_eager_us(fns[a], n))
-                samples[a]["graph_us"].append(_graph_us(graphs[a], n))
-        inventories = {a: _inventory(block, a, *models[a]) for a in fns}
-    return {"type": "row", "id": w.id, "dims": w.dims, "inner": n,
-            "catalog_rows": {k: {"task": r.task, "id": r.id, "file": r.file} for k, r in w.rows.items()},
-            "arms": {a: {"passed": c.passed, "errors": c.errors, "problems": c.problems,
-                         **samples.get(a, {}), "inventory": inventories.get(a)} for a, c in checks.items()},
-            "speedup": speedups(samples, block.data["block"]["seed"])}
+                try:
+                    samples[a]["eager_us"].append(DEV.eager_us(fns[a], n))
+                    if a in graphs:
+                        g, calls, replays = graphs[a]
+                        samples[a]["graph_us"].append(DEV.graph_us(g, calls, replays))
+                except Exception as e:  # noqa: BLE001
+                    recs[a].update(error=_error(e), stage=f"trial {t}")
+                    say(f"{a}: timing FAILED in trial {t}: {_error(e)[:300]}")
+                    del fns[a]
+                    graphs.pop(a, None)
+                    DEV.free()
+        del graphs
+        DEV.free()
+        for a in samples:
+            recs[a].update(samples[a])
+        for a in list(fns):
+            say(f"{a}: profiler inventory")
+            try:
+                recs[a]["inventory"] = _inventory(block, a, models[a][0], kss[a], models[a][1])
+            except Exception as e:  # noqa: BLE001
+                recs[a]["inventory_error"] = _error(e)
+                say(f"{a}: inventory FAILED {_error(e)[:300]}")
+        del fns, models, kss, model, inputs
+    DEV.free()
+    say("done")
+    return {**row, "inner": n, "arms": recs, "speedup": speedups(samples, block.data["block"]["seed"])}
 
 
 RESAMPLES = 2000
-# What each speedup compares: (numerator arm, denominator arm); the candidate over what a user runs today and over
-# what they could pick instead, and each one-task arm over upstream (what that task alone buys).
+# What each speedup compares: (base arm, arm), written `arm/base` (base time over arm time); the candidate over what
+# a user runs today and over what they could pick instead, and each one-task arm over upstream (what that task
+# alone buys).
 PAIRS = (("upstream", "candidate"), ("compile", "candidate"), ("eager", "candidate"))
+METRICS = ("eager_us", "graph_us")
 
 
 def speedups(samples: dict, seed: int) -> dict:
-    """Median paired per-trial ratios with bootstrap intervals (kda.harness.stats), per metric and pair."""
+    """Median paired per-trial ratios with bootstrap intervals (kda.harness.stats), per pair and metric; a metric
+    one of the two arms has no samples of (its graph capture failed) is left out."""
     pairs = list(PAIRS) + [("upstream", a) for a in samples if a.startswith("only-")]
     out = {}
     for base, arm in pairs:
         if base in samples and arm in samples:
-            out[f"{arm}/{base}"] = {m: paired_speedup(samples[base][m], samples[arm][m], RESAMPLES, seed)
-                                    for m in ("eager_us", "graph_us")}
+            got = {m: paired_speedup(samples[base][m], samples[arm][m], RESAMPLES, seed) for m in METRICS
+                   if samples[base].get(m) and samples[arm].get(m)}
+            got = {m: v for m, v in got.items() if v is not None}
+            if got:
+                out[f"{arm}/{base}"] = got
     return out
 
 
-def _inner_count(fn) -> int:
-    one = _eager_us(fn, 1)
-    return max(1, min(64, int(TARGET_SAMPLE_US / max(one, 1.0))))
+def select_arms(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tuple = ()) -> list[str]:
+    """The arms to run: `arms` (default: every arm of the block) less `skip`; an arm the block has not is an error
+    before anything runs."""
+    known = all_arms(block)
+    for a in [*(arms or []), *skip]:
+        if a not in known:
+            raise KdaError(f"{block.label}: no arm {a!r} (arms: {', '.join(known)})")
+    chosen = [a for a in (arms or known) if a not in skip]
+    if not chosen:
+        raise KdaError(f"{block.label}: no arm left to run")
+    return chosen
 
 
-def bench(block: BlockDef, arms: list[str] | None = None) -> Path:
-    if not torch.cuda.is_available():
+def results_path(block: BlockDef, slug: str, out: Path | None = None) -> Path:
+    return Path(out or block.path / "results") / results_file.file_name(slug)
+
+
+def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tuple = (), trials: int = TRIALS,
+          out: Path | None = None, log: Callable[[str], None] = _log) -> Path:
+    """Time every workload of the block on each arm; write (and rewrite after each workload) the results file
+    `<out or block/results>/<gpu>.jsonl.gz`. Returns its path."""
+    if not DEV.available():
         raise KdaError(f"{block.label}: timing needs a GPU; on the CPU run `kda e2e {block.name} --cpu`")
-    arms = arms or all_arms(block)
-    name = torch.cuda.get_device_name(0)
+    arms = select_arms(block, arms, skip)
+    workloads = block.workloads()
+    name = DEV.name()
     slug = gpu_slug(name)
-    records = [{"type": "provenance", "block": block.name, "gpu": name, "gpu_slug": slug, "arms": arms,
-                **git_state(), "torch": torch.__version__,
-                "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "wheel": block.data["wheel"], "follows": str(block.follows), "not_yet_validated": True}]
-    rows = [time_workload(block, w, arms) for w in block.workloads()]
-    for row in rows:
-        row["predicted"] = predicted(row, slug)
-    records += rows
-    records.append({"type": "summary", "rows": len(rows)})
-    return results_file.write(block.path / "results" / results_file.file_name(slug), records)
+    path = results_path(block, slug, out)
+    prov = {"type": "provenance", "block": block.name, "gpu": name, "gpu_slug": slug, "arms": arms,
+            "trials": trials, "target_sample_us": TARGET_SAMPLE_US, "max_graph_calls": MAX_GRAPH_CALLS,
+            **git_state(), "torch": torch.__version__,
+            "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "wheel": block.data["wheel"], "follows": str(block.follows), "not_yet_validated": True}
+    t0 = time.monotonic()
+    rows = []
+    for i, w in enumerate(workloads, 1):
+        log(f"{block.name}: workload {i}/{len(workloads)} {w.id} ({', '.join(arms)}) "
+            f"[{time.monotonic() - t0:.1f} s]")
+        try:
+            row = time_workload(block, w, arms, trials, log)
+        except Exception as e:  # noqa: BLE001 - the workload's failure (build, OOM) is its row's
+            log(f"{block.name}: workload {w.id} FAILED {_error(e)[:300]}")
+            row = {"type": "row", "id": w.id, "dims": w.dims, "error": _error(e), "arms": {}, "speedup": {}}
+            DEV.free()
+        DEV.free()
+        try:
+            row["predicted"] = predicted(row, slug)
+        except Exception as e:  # noqa: BLE001 - a task results file that does not read is no reason to lose the row
+            row["predicted"], row["predicted_error"] = None, _error(e)
+        rows.append(row)
+        results_file.write(path, [prov, *rows, _summary(rows, len(workloads))])
+    log(f"{block.name}: {len(rows)} workloads in {time.monotonic() - t0:.1f} s")
+    return path
+
+
+def _summary(rows: list[dict], total: int) -> dict:
+    failed = sorted({a for r in rows for a, rec in r.get("arms", {}).items() if rec.get("error")})
+    return {"type": "summary", "rows": len(rows), "workloads": total, "complete": len(rows) == total,
+            "rows_failed": [r["id"] for r in rows if r.get("error")], "arms_failed": failed}
 
 
 def predicted(row: dict, slug: str) -> dict | None:
     """The candidate arm's gain over upstream that the task results files predict for this workload (Amdahl over
-    the upstream arm's inventory, kda.e2e.inventory), beside what was measured; None without an upstream inventory."""
-    inv = (row["arms"].get("upstream") or {}).get("inventory")
-    if not inv:
+    the upstream arm's inventory, kda.e2e.inventory), beside what was measured; None without an upstream inventory
+    that holds device time."""
+    inv = (row.get("arms", {}).get("upstream") or {}).get("inventory")
+    if not inv or not inv.get("total_us"):
         return None
-    sites = {name: (r["task"], r["id"]) for name, r in row["catalog_rows"].items()}
+    sites = {name: (r["task"], r["id"]) for name, r in row.get("catalog_rows", {}).items()}
     for task in inv["tasks"]:
         sites.setdefault(f"task:{task}", (task, ""))
     speeds = inventory.task_speedups(sites, lambda t, r: _task_row_speedup(t, r, slug), lambda t: _task_geomean(t, slug))
@@ -173,16 +352,18 @@ def _task_results(task: str, slug: str) -> tuple[list[dict], dict] | None:
     if path is None:
         return None
     records = results_file.read_records(path)
-    return [r for r in records if r.get("type") == "row"], records[-1]
+    summary = next((r for r in reversed(records) if r.get("type") == "summary"), {})
+    return [r for r in records if r.get("type") == "row"], summary
 
 
 def _task_row_speedup(task: str, row_id: str, slug: str) -> float | None:
     found = _task_results(task, slug)
-    row = next((r for r in found[0] if r["id"] == row_id), None) if found else None
-    e = ((row or {}).get("speedup") or {}).get("graph_us", {}).get("vs_baseline")
+    row = next((r for r in found[0] if r.get("id") == row_id), None) if found else None
+    e = (((row or {}).get("speedup") or {}).get("graph_us") or {}).get("vs_baseline")
     return (e or {}).get("median")
 
 
 def _task_geomean(task: str, slug: str) -> float | None:
     found = _task_results(task, slug)
-    return ((found[1].get("metrics") or {}).get("graph_us", {}).get("vs_baseline") or {}).get("geomean") if found else None
+    return (((found[1].get("metrics") or {}).get("graph_us") or {}).get("vs_baseline") or {}).get("geomean") \
+        if found else None
