@@ -13,8 +13,11 @@ Jobs are MODE:NAME:
   bench:TASK  scripts/gpu_tasks.sh --bench-only TASK (rotated input sets and the baseline timed alone: the defaults)
   sweep:TASK  --sweep-only (KDA_SWEEP_N rows)     cold:TASK  --cold-only     aa:TASK  --aa-only
   e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK)
-They start in the order given, each on the first free GPU, never two of one task or block at once (they write the
-same folder and ledger). Each job sees one GPU (CUDA_VISIBLE_DEVICES), so every timing it makes is a ratio within one
+A job may end in @PATH: it starts only once PATH exists (a package a later call brings, such as the CuTe DSL
+bundle's last part: the jobs that need nothing wait for nothing).
+They start in the order given, each on the first free GPU. Two jobs of one task run at once only where they write
+different files: a sweep and a cold run write results/sweep/ and results/cold/ and no ledger line, a bench and an
+A/A run both append to the ledger (and an e2e block's results are its own). Each job sees one GPU (CUDA_VISIBLE_DEVICES), so every timing it makes is a ratio within one
 run on one GPU, as on a machine of one; the GPUs share the host's CPUs, which the host-path metric (device_us) feels:
 say so beside any figure taken this way.
 
@@ -47,26 +50,40 @@ COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_ca
 class Job:
     mode: str
     name: str
+    gate: str = ""  # a path that must exist before the job starts ("": none)
 
     @property
     def label(self) -> str:
         return f"{self.mode}:{self.name}"
 
     @property
+    def spec(self) -> str:
+        return self.label + (f"@{self.gate}" if self.gate else "")
+
+    def ready(self) -> bool:
+        return not self.gate or Path(self.gate).exists()
+
+    @property
     def slug(self) -> str:
         return f"{self.mode}-{self.name}"
+
+    @property
+    def writes(self) -> tuple[str, str]:
+        """What no other running job may write at the same time."""
+        return (self.name, "ledger") if self.mode in ("bench", "aa") else (self.name, self.mode)
 
 
 def parse_jobs(specs: list[str]) -> list[Job]:
     jobs = []
     for spec in specs:
-        mode, sep, name = spec.partition(":")
-        if not sep or mode not in MODES or not name:
-            raise SystemExit(f"job {spec!r}: expected MODE:NAME with MODE one of {', '.join(MODES)} "
-                             "(bench:norm_infer, e2e:wan)")
-        if Job(mode, name) in jobs:
+        what, _, gate = spec.partition("@")
+        mode, sep, name = what.partition(":")
+        if not sep or mode not in MODES or not name or (spec.count("@") and not gate):
+            raise SystemExit(f"job {spec!r}: expected MODE:NAME[@PATH] with MODE one of {', '.join(MODES)} "
+                             "(bench:norm_infer, e2e:wan, sweep:cutedsl_norm_scale_shift@/tmp/kda-site/.ok)")
+        if any((j.mode, j.name) == (mode, name) for j in jobs):
             raise SystemExit(f"job {spec!r} named twice")
-        jobs.append(Job(mode, name))
+        jobs.append(Job(mode, name, gate))
     return jobs
 
 
@@ -141,15 +158,15 @@ class Queue:
                 if proc.poll() is not None:
                     del running[gpu]
                     self._finished(job, gpu, proc.returncode)
-            busy = {job.name for job, _ in running.values()}
+            busy = {job.writes for job, _ in running.values()}
             for gpu in range(self.gpus):
                 if gpu in running:
                     continue
-                job = next((j for j in pending if j.name not in busy), None)
+                job = next((j for j in pending if j.writes not in busy and j.ready()), None)
                 if job is None:
                     break
                 pending.remove(job)
-                busy.add(job.name)
+                busy.add(job.writes)
                 try:
                     running[gpu] = (job, self._start(job, gpu))
                 except OSError as e:  # one job that cannot start must not stop the others
@@ -170,7 +187,7 @@ def summary(work: Path, jobs: list[str], now: float) -> str:
     started = {e["job"]: e for e in events if e.get("state") == "started"}
     done = {e["job"]: e for e in events if e.get("state") == "done"}
     lines = []
-    for label in jobs:
+    for label in (spec.partition("@")[0] for spec in jobs):
         if label in done:
             e = done[label]
             s = started.get(label, e)  # a job that could not start has no start
@@ -200,7 +217,7 @@ def cmd_start(args) -> int:
     work.mkdir(parents=True)
     shutil.copytree(REPO, work / "repo", symlinks=True, ignore=COPY_IGNORE)
     gpus = args.gpus or _gpu_count()
-    (work / "jobs.json").write_text(json.dumps({"jobs": [j.label for j in jobs], "gpus": gpus}))
+    (work / "jobs.json").write_text(json.dumps({"jobs": [j.spec for j in jobs], "gpus": gpus}))
     with open(work / "scheduler.log", "w") as log:
         subprocess.Popen([sys.executable, str(work / "repo" / "scripts" / "gpu_queue.py"), "_run", str(work)],
                          cwd=work / "repo", stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

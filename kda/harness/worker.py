@@ -187,7 +187,7 @@ class RowRunner:
         else:
             self.out, out_b = self._empty_outs(), self._empty_outs()
         # an A/A run's second baseline writes outputs of its own (in place: the same inputs)
-        out_c = self._empty_outs() if self.args.aa and not self.inplace else self.out
+        out_c = self._empty_outs() if not self.judged and not self.inplace else self.out
         arms = self._calls(inputs, out_b, out_c)
         if self.baseline_skipped:
             del arms["baseline"]
@@ -205,7 +205,7 @@ class RowRunner:
         baseline again), writing out_b and out_c."""
         ad, row = self.task.adapter, self.row
         calls = {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
-        if self.args.aa:
+        if not self.judged:
             calls["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_c)
         else:
             calls["candidate"] = lambda: ad.call_candidate(self.solution, row, inputs, out_c)
@@ -245,8 +245,14 @@ class RowRunner:
         ref = self.reference(self.row, self.rot.sets[j])
         return {"arm": "candidate", "trial": trial, "phase": 2, "set": j, "outputs": self._compare_all(copies, ref)}
 
+    @property
+    def judged(self) -> bool:
+        """Whether the candidate arm runs a candidate: in an A/A run and in the clean worker it is the baseline
+        again (the clean worker imports no candidate at all)."""
+        return not (self.args.aa or getattr(self.args, "clean", False))
+
     def destination_arm(self, name: str) -> bool:
-        return name == "candidate" and not self.args.aa
+        return name == "candidate" and self.judged
 
     # -- checks -------------------------------------------------------------------------------------------
     def check(self, name: str, trial: int, phase: int, poison: bool = True) -> dict:
@@ -260,7 +266,7 @@ class RowRunner:
         inplace = self.cfg["check"]["inplace"]
         snaps = _snapshot_inputs(self.inputs)
         dest = self.destination_arm(name)
-        cand = name == "candidate" and not self.args.aa
+        cand = name == "candidate" and self.judged
         writes_inputs = self.inplace and name in ("baseline", "candidate")  # peers are functional: they return
         if dest and not self.inplace and poison:
             finite = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, 50 + phase)) if phase else None
@@ -453,51 +459,34 @@ class RowRunner:
         `kda check` runs it as `kda bench` does, so a path the gate passes is one the benchmark accepts."""
         try:
             result["kernels"] = self.candidate_kernels()
-            result["torch_kernels"] = torch_kernels(result["kernels"]) if not self.args.aa else []
+            result["torch_kernels"] = torch_kernels(result["kernels"]) if self.judged else []
         except Exception as e:  # noqa: BLE001
             result["notes"].append(f"profiler unavailable, kernel-origin check skipped: {e}")
 
     # -- the baseline alone, in a process that never imported the candidate --------------------------------
     def run_clean(self, row, inner: int, samples: int) -> dict:
-        """The baseline arm timed as `run` times it (the same inner count, warm-up, flush and graph of `inner`
-        calls), by a worker started with --clean, which never imports a candidate: the parent compares these with the
-        baseline's samples beside the candidate (issue 34, attack 3: a candidate that slows the baseline)."""
-        b = self.cfg["bench"]
-        self.build(row)
-        self.refill(0, 0)
-        self.make_arms([])
-        for _ in range(b["warmup"]):
-            self.arms["baseline"]()
-        torch.cuda.synchronize()
-        # The candidate's worker profiles every row before its trials (kernel_origin), and a process that has run the
-        # profiler launches more slowly from then on: so does this one, or its baseline ran 1.3-1.9x faster on every
-        # small row of an honest fuse_scale_shift run (H100, graph_us; the medians were ~1 us apart per call).
-        from torch.profiler import ProfilerActivity, profile
+        """The baseline arm timed by a worker started with --clean, which never imports a candidate: the parent
+        compares these with the baseline's samples beside the candidate (issue 34, attack 3: a candidate that slows
+        the baseline).
 
-        with profile(activities=[ProfilerActivity.CUDA]):
-            self.arms["baseline"]()
-            torch.cuda.synchronize()
-        # timed exactly as beside the candidate: over rotated input sets refilled before every sample where the
-        # run rotates (a single hot set here made every small row's baseline look 1.3-2x faster alone on an H100)
-        arm = self.rotated_arms(inner)["baseline"] if b["rotate"] else self.arms["baseline"]
-        flush = timing.Flusher(b["l2"] == "cold", torch.cuda.get_device_properties(0).L2_cache_size)
-        graph = timing.GraphArm(arm, inner)
-        out = {"type": "clean", "id": row.id, "inner": inner, "device_us": [], "graph_us": [],
-               "graph_error": graph.error}
-        for i in range(samples):
-            for k, m in enumerate(("device_us", "graph_us")):
-                if b["rotate"]:
-                    self.rot.refill(trial_seed(row.seed, self.args.salt, i, 200 + k))
-                else:
-                    self.refill(i, 0)
-                out[m].append(timing.device_us(arm, inner, flush) if m == "device_us" else graph.sample_us(flush))
-        del self.arms
-        self.rot = self.rot_outs = None
-        return out
+        The samples come from run() itself, `samples` trials at the candidate worker's inner count, with the candidate
+        arm played by the baseline again (as in an A/A run) and the same peers: the same checks, state watches,
+        profiler pass and arms between two baseline samples as beside the candidate, so only the candidate's absence
+        differs. A tight loop of the baseline alone (until 2026-11-28) kept the host path hot: on four H200s, small
+        host-bound rows of honest candidates failed BASELINE_SLOWED by up to 3.9x in device_us, and over 1.6x in
+        graph_us too (docs/gpu-sessions.md, eighteenth session)."""
+        result = self.run(row, "bench", trials=samples, inner=inner)
+        base = result["arms"].get("baseline")
+        if base is None:
+            raise RuntimeError(f"the baseline did not run alone: {result.get('arm_errors') or result.get('notes')}")
+        return {"type": "clean", "id": row.id, "inner": result.get("inner"), "device_us": base["device_us"],
+                "graph_us": base["graph_us"], "graph_error": base.get("graph_error")}
 
     # -- one row ------------------------------------------------------------------------------------------
-    def run(self, row, mode: str, hand_over: str | None = None) -> dict:
-        """One row. `hand_over`: a path the parent chose, where the row's checked outputs go for its own check."""
+    def run(self, row, mode: str, hand_over: str | None = None, trials: int | None = None,
+            inner: int | None = None) -> dict:
+        """One row. `hand_over`: a path the parent chose, where the row's checked outputs go for its own check;
+        `trials` and `inner`: the clean worker's (run_clean), instead of the config's and the measured count."""
         bench = mode == "bench"
         self.kept = [] if hand_over else None
         b = self.cfg["bench"]
@@ -508,7 +497,7 @@ class RowRunner:
         self.refill(0, 0)
         comparators = b["comparators"] if (bench and not self.args.aa and self.gpu) else []
         self.make_arms(comparators)
-        trials = b["trials"] if bench else self.cfg["check"]["trials"]
+        trials = trials or (b["trials"] if bench else self.cfg["check"]["trials"])
 
         # Warm-up (compiles, autotunes); an arm other than the candidate that fails is dropped with a note.
         warmup_upstream: list[str] = []
@@ -542,14 +531,14 @@ class RowRunner:
             flush = timing.Flusher(b["l2"] == "cold", torch.cuda.get_device_properties(0).L2_cache_size)
             base_one = sorted(timing.device_us(self.arms["baseline"] if "baseline" in self.arms else self.arms["candidate"], 1, flush)
                               for _ in range(3))[1]
-            inner = timing.inner_count(base_one, b)
+            inner = inner or timing.inner_count(base_one, b)
             result["inner"] = inner
             rotate = b["rotate"]
             timed = self.rotated_arms(inner) if rotate else dict(self.arms)
             if rotate:
                 result["input_sets"] = self.rot.count
             graphs = {n: timing.GraphArm(timed[n], inner) for n in names}
-            if self.inplace and not self.args.aa:
+            if self.inplace and self.judged:
                 # One call captured like the timed ones, replayed by the post-timing check (check_timed_output).
                 one = timing.GraphArm(self.arms["candidate"], 1) if graphs["candidate"].graph is not None else None
                 self.replay_one = (lambda: one.sample_us(flush)) if one is not None and one.graph is not None \
@@ -561,7 +550,7 @@ class RowRunner:
         # One candidate call captured alone, replayed after the trials on inputs with other statistics (phase 3),
         # on a GPU in check and bench runs alike; A/A runs judge no candidate.
         replay_shifted = None
-        if self.gpu and not self.args.aa:
+        if self.gpu and self.judged:
             alone = timing.GraphArm(self.arms["candidate"], 1)
             if alone.graph is not None:
                 no_flush = timing.Flusher(False, 0)
@@ -600,7 +589,7 @@ class RowRunner:
                             s[m].append(timing.wall_us(timed[n], b["wall_repeats"], flush))
                         else:
                             s[m].append(graphs[n].sample_us(flush))
-                    if rotate and n == "candidate" and not self.args.aa and not self.inplace:
+                    if rotate and n == "candidate" and self.judged and not self.inplace:
                         last = inner if graphs[n].graph is not None else b["wall_repeats"]
                         result["checks"].append(self.check_rotated_output(trial, last, order_rng))
                 changed, upstream = self.harness_changes()
@@ -609,11 +598,11 @@ class RowRunner:
                     result.setdefault("timed_tampered", []).extend(changed)
                 if upstream:
                     result.setdefault("timed_upstream_tampered", []).extend(upstream)
-                if not self.args.aa and not (rotate and not self.inplace):
+                if self.judged and not (rotate and not self.inplace):
                     result["checks"].append(self.check_timed_output(trial))
             self.refill(trial, 1)
             result["checks"].append(self.check("candidate", trial, 1))
-        if not self.inplace and not self.args.aa:
+        if not self.inplace and self.judged:
             result["checks"].append(self.check_repeat(0))
         if replay_shifted is not None:
             result["checks"].append(self.check_replay_shifted(replay_shifted, trials))

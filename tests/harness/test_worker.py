@@ -74,3 +74,45 @@ def test_the_interpreter_shim_answers_torch_cpu_for_the_current_device_module(mo
     shim = torch.get_device_module
     worker._interpreter_device_module()
     assert torch.get_device_module is shim  # not wrapped twice
+
+
+def test_the_clean_worker_judges_no_candidate_and_its_candidate_arm_is_the_baseline_again():
+    """--clean imports no candidate: as in an A/A run, its 'candidate' arm calls the baseline, and nothing of the
+    candidate's checks (poison, tracing, kernel origin, the repeat check) applies to it."""
+    calls = []
+    r = object.__new__(worker.RowRunner)
+    r.args = SimpleNamespace(aa=False, clean=True)
+    r.task = SimpleNamespace(adapter=SimpleNamespace(
+        call_baseline=lambda up, row, inputs, out: calls.append(("baseline", out)),
+        call_candidate=lambda sol, row, inputs, out: calls.append(("candidate", out))))
+    r.row, r.upstream, r.solution = "row", "upstream", None
+    assert not r.judged and not r.destination_arm("candidate")
+    arms = r._calls({}, "out_b", "out_c")
+    arms["candidate"]()
+    assert calls == [("baseline", "out_c")]
+    r.args = SimpleNamespace(aa=False, clean=False)
+    assert r.judged and r.destination_arm("candidate")
+
+
+def test_the_baseline_alone_is_timed_by_the_same_trial_loop_as_beside_the_candidate():
+    """run_clean takes its samples from run() (the candidate worker's inner count, `samples` trials): a tight loop of
+    the baseline alone ran host-bound rows of honest candidates up to 3.9x faster (H200, 2026-11-28)."""
+    seen = {}
+
+    def fake_run(row, mode, hand_over=None, trials=None, inner=None):
+        seen.update(row=row, mode=mode, trials=trials, inner=inner)
+        return {"inner": inner, "arms": {"baseline": {"device_us": [1.0] * trials, "graph_us": [2.0] * trials,
+                                                      "wall_us": [3.0] * trials, "graph_error": None},
+                                         "candidate": {"device_us": [9.0] * trials}}}
+
+    r = object.__new__(worker.RowRunner)
+    r.run = fake_run
+    row = SimpleNamespace(id="r1")
+    out = r.run_clean(row, 12, 5)
+    assert seen == {"row": row, "mode": "bench", "trials": 5, "inner": 12}
+    assert out == {"type": "clean", "id": "r1", "inner": 12, "device_us": [1.0] * 5, "graph_us": [2.0] * 5,
+                   "graph_error": None}
+    r.run = lambda *a, **k: {"arms": {}, "arm_errors": {"baseline": "RuntimeError: boom"}}
+    import pytest
+    with pytest.raises(RuntimeError, match="boom"):
+        r.run_clean(row, 12, 5)

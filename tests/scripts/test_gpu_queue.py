@@ -21,9 +21,10 @@ def queue(tmp_path, monkeypatch):
     monkeypatch.setattr(Q, "command", _fake_command)
     monkeypatch.setattr(Q, "POLL_S", 0.05)
     (tmp_path / "repo").mkdir()
-    labels = ["bench:norm_infer", "sweep:norm_infer", "bench:rotary_embedding", "e2e:wan", "aa:fuse_scale_shift"]
-    (tmp_path / "jobs.json").write_text(json.dumps({"jobs": labels, "gpus": 2}))
-    Q.Queue(tmp_path, Q.parse_jobs(labels), gpus=2).run()
+    labels = ["bench:norm_infer", "aa:norm_infer", "bench:rotary_embedding", "sweep:rotary_embedding", "e2e:wan",
+              "aa:fuse_scale_shift"]
+    (tmp_path / "jobs.json").write_text(json.dumps({"jobs": labels, "gpus": 3}))
+    Q.Queue(tmp_path, Q.parse_jobs(labels), gpus=3).run()
     return tmp_path, labels
 
 
@@ -33,10 +34,13 @@ def test_every_job_runs_once_on_some_gpu_and_two_jobs_of_one_task_never_overlap(
     started = {e["job"]: e for e in events if e.get("state") == "started"}
     done = {e["job"]: e for e in events if e.get("state") == "done"}
     assert set(started) == set(done) == set(labels)
-    assert {e["gpu"] for e in started.values()} == {0, 1}
-    a, b = "bench:norm_infer", "sweep:norm_infer"
-    assert started[b]["t"] >= done[a]["t"]  # given in that order: the sweep waits for the bench of its task
-    assert done["aa:fuse_scale_shift"]["rc"] == 3 and all(done[j]["rc"] == 0 for j in labels[:4])
+    assert {e["gpu"] for e in started.values()} == {0, 1, 2}
+    a, b = "bench:norm_infer", "aa:norm_infer"
+    assert started[b]["t"] >= done[a]["t"]  # both append to the task's ledger: the A/A run waits for the bench
+    # a sweep writes no ledger line: it ran beside its task's bench
+    s, d = started["sweep:rotary_embedding"], done["bench:rotary_embedding"]
+    assert s["t"] < d["t"] and s["gpu"] != started["bench:rotary_embedding"]["gpu"]
+    assert done["aa:fuse_scale_shift"]["rc"] == 3 and all(done[j]["rc"] == 0 for j in labels if j.startswith("b"))
     assert events[-1]["state"] == "queue done"
     # each job saw exactly the GPU the scheduler recorded for it
     seen = (work / "repo/diffusion/kernels/rotary_embedding/results/bench.txt").read_text().strip()
@@ -47,7 +51,7 @@ def test_results_tar_holds_the_task_folders_and_e2e_tar_the_blocks(queue):
     work, _ = queue
     with tarfile.open(work / "results.tar") as tar:
         names = set(tar.getnames())
-    assert "diffusion/kernels/norm_infer/results/sweep.txt" in names
+    assert "diffusion/kernels/norm_infer/results/aa.txt" in names
     assert "diffusion/kernels/rotary_embedding/results/bench.txt" in names
     assert not any(n.startswith("diffusion/e2e") for n in names)
     with tarfile.open(work / "e2e.tar") as tar:
@@ -81,3 +85,22 @@ def test_a_job_named_twice_or_an_unknown_task_or_block_is_refused_before_anythin
     with pytest.raises(Exception, match="no_such_task"):
         Q.main(["start", str(tmp_path / "w"), "bench:no_such_task", "--gpus", "1"])
     assert not (tmp_path / "w").exists()
+
+
+def test_a_gated_job_waits_for_its_file_and_the_others_do_not_wait_for_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(Q, "command", _fake_command)
+    monkeypatch.setattr(Q, "POLL_S", 0.05)
+    (tmp_path / "repo").mkdir()
+    gate = tmp_path / "bundle.ok"
+    jobs = Q.parse_jobs([f"sweep:cutedsl_norm_scale_shift@{gate}", "sweep:norm_infer", "cold:norm_infer"])
+    assert jobs[0].label == "sweep:cutedsl_norm_scale_shift" and jobs[0].gate == str(gate)
+    import threading
+    opened = threading.Timer(0.8, gate.touch)
+    opened.start()
+    Q.Queue(tmp_path, jobs, gpus=2).run()
+    started = {e["job"]: e["t"] for e in Q.read_state(tmp_path) if e.get("state") == "started"}
+    done = {e["job"]: e["t"] for e in Q.read_state(tmp_path) if e.get("state") == "done"}
+    assert started["sweep:norm_infer"] < started["sweep:cutedsl_norm_scale_shift"]
+    # sweep and cold runs of one task write different files and no ledger: they ran side by side
+    assert started["cold:norm_infer"] < done["sweep:norm_infer"]
+    assert started["sweep:cutedsl_norm_scale_shift"] >= gate.stat().st_mtime - 0.01
