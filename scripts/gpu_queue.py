@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODES = {"bench": "--bench-only", "sweep": "--sweep-only", "cold": "--cold-only", "aa": "--aa-only", "e2e": None}
 POLL_S = 2.0
 # What the copy leaves behind: git history (the copy has KDA_COMMIT instead) and outputs of earlier runs.
-COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache")
+COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", ".kda-device", "__pycache__", ".pytest_cache")
 
 
 @dataclass(frozen=True)
