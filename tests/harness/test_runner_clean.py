@@ -1,0 +1,60 @@
+"""kda/harness/runner.py's comparison of the baseline beside the candidate with the baseline alone: a verdict in hot
+runs, a note in cold-L2 runs, where both metrics of a small row time the host's launch against the flush."""
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from kda.harness import runner
+
+B = {"clean_baseline_samples": 5, "clean_baseline_max_ratio": 1.6, "row_timeout_s": 10.0}
+
+
+class _Clean:
+    def __init__(self, reply):
+        self.reply, self.asked = reply, []
+
+    def ask(self, row, inner, samples, timeout):
+        self.asked.append((row, inner, samples))
+        return self.reply
+
+
+@pytest.fixture
+def worker():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    yield SimpleNamespace(proc=proc)
+    proc.kill()
+    proc.wait()
+
+
+def _raw():
+    return {"inner": 8, "arms": {"baseline": {"device_us": [20.0] * 5, "graph_us": [10.0] * 5}}}
+
+
+def test_a_baseline_twice_as_fast_alone_fails_a_hot_run(worker):
+    raw, clean = _raw(), _Clean({"type": "clean", "device_us": [10.0] * 5, "graph_us": [5.0] * 5})
+    runner._time_alone(clean, worker, "row", raw, B)
+    assert clean.asked == [("row", 8, 5)]
+    assert "baseline_slowed" in raw and raw["clean_baseline"]["graph_us"]["ratio"] == pytest.approx(2.0)
+
+
+def test_in_a_cold_run_the_same_numbers_are_recorded_and_noted_not_judged(worker):
+    raw, clean = _raw(), _Clean({"type": "clean", "device_us": [10.0] * 5, "graph_us": [5.0] * 5})
+    runner._time_alone(clean, worker, "row", raw, B, judged=False)
+    assert "baseline_slowed" not in raw
+    assert raw["clean_baseline"]["device_us"]["ratio"] == pytest.approx(2.0)
+    assert "recorded, not judged: a cold-L2 run" in raw["notes"][0]
+
+
+def test_the_candidates_worker_runs_again_after_the_baseline_alone(worker):
+    import os
+    import time
+
+    raw, clean = _raw(), _Clean(None)
+    runner._time_alone(clean, worker, "row", raw, B)
+    time.sleep(0.1)
+    state = open(f"/proc/{worker.proc.pid}/stat").read().split(")")[1].split()[0]
+    assert state != "T", "left stopped"
+    assert raw["notes"] == ["baseline alone: no answer from the clean worker; not compared"]
+    assert os.path.exists(f"/proc/{worker.proc.pid}")
