@@ -19,3 +19,13 @@ def test_ci_runs_the_readme_test_command():
     lines = [l.strip() for l in (ROOT / ".ci" / "run").read_text().splitlines()]
     commands = [l for l in lines if l and not l.startswith("#") and not l.startswith(("set ", "cd "))]
     assert commands == [command], f".ci/run runs {commands}, README.md says {command!r}"
+
+
+def test_no_two_test_files_share_a_basename():
+    """pytest imports test files by basename (no __init__.py in tests/): two of one name stop the whole run at
+    collection, as tests/e2e/test_timing.py beside tests/harness/test_timing.py did in a clean clone."""
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in (Path(__file__).parent).rglob("test_*.py"))
+    assert [n for n, c in names.items() if c > 1] == []

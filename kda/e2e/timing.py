@@ -1,7 +1,7 @@
 """GPU timing of a block's arms: eager_us, graph_us and a profiler inventory per arm, written to a results file.
 
 NOT YET RUN ON A GPU. Written to the contract of the issue (33) and docs/e2e.md; everything but the CUDA primitives
-(the `Cuda` class below) runs on the CPU in tests/e2e/test_timing.py, with CPU stand-ins for those primitives.
+(the `Cuda` class below) runs on the CPU in tests/e2e/test_e2e_timing.py, with CPU stand-ins for those primitives.
 Expect the first GPU run to need fixes; until one has run, no figure comes from here.
 
 Per workload, every arm is checked first (kda.e2e.check's comparison against the fp32 path at production size),
@@ -53,7 +53,7 @@ def _calls(fn, n: int):
 
 
 class Cuda:
-    """The CUDA primitives the timing uses, and only those: tests/e2e/test_timing.py swaps in CPU stand-ins for
+    """The CUDA primitives the timing uses, and only those: tests/e2e/test_e2e_timing.py swaps in CPU stand-ins for
     this object (`DEV`) and runs everything else as on a GPU."""
 
     device = "cuda"
