@@ -405,6 +405,13 @@ def sweep_section(f: ResultsFile) -> list[str]:
             out.append(f"- {len(v[key])} row(s) {what}: {', '.join(v[key])}")
     out += ["", "| parameter | domain | why |", "|---|---|---|"]
     out += [f"| {d['name']} | {_domain_text(d)} | {d['why']} |" for d in sw["domain"]]
+    out += ["", "Where it holds, one parameter at a time (rows drawn in each group, how many hold, and the median of "
+            "their graph_us over the best peer; a range parameter in groups of equal count):", "",
+            "| parameter | drawn | rows | hold | median vs best peer |", "|---|---|---|---|---|"]
+    for prm in sweep_verdict.by_parameter(f.rows, sw["domain"]):
+        for i, g in enumerate(prm["groups"]):
+            out.append(f"| {prm['name'] if i == 0 else ''} | {g['value']} | {g['rows']} | {g['held']} | "
+                       f"{_f(g['median'], 3)} |")
     out += ["", "| row | status | graph_us vs best peer [95% CI] | best peer | candidate graph_us (us) | holds |",
             "|---|---|---|---|---|---|"]
     for r in f.rows:

@@ -54,3 +54,44 @@ def lines(v: dict) -> list[str]:
             out.append(f"  {len(v[key])} row(s) {what}: {', '.join(v[key][:3])}" + (", ..." if len(v[key]) > 3 else ""))
     out.append("  target met" if v["passed"] else "  target NOT met")
     return [line if len(line) <= 80 else line[:77] + "..." for line in out]
+
+
+BINS = 4  # a range parameter's drawn values in this many groups of equal count
+
+
+def by_parameter(rows: list[dict], domain: list[dict]) -> list[dict]:
+    """Where a sweep holds, one parameter at a time: for each of the domain's parameters, its drawn values in groups
+    (each choice; a range in BINS groups of equal count by value), with the rows drawn there, how many hold, and the
+    median over those rows of the graph_us median over the best peer. A reviewer reads which widths, token counts or
+    dtypes a candidate loses on without reading 64 rows; the groups are of rows drawn at random, so a small group
+    says little (its n is shown)."""
+    out = []
+    for p in domain:
+        name = p["name"]
+        drawn = [(r["params"][name], r) for r in rows if name in (r.get("params") or {})]
+        if not drawn:
+            continue
+        if p.get("choices") is not None:
+            order = {c: i for i, c in enumerate(p["choices"])}
+            groups = {}
+            for v, r in drawn:
+                groups.setdefault(v, []).append(r)
+            parts = [(str(v), groups[v]) for v in sorted(groups, key=lambda v: order.get(v, len(order)))]
+        else:
+            drawn.sort(key=lambda vr: vr[0])
+            k = min(BINS, len(drawn))
+            cuts = [round(i * len(drawn) / k) for i in range(k + 1)]
+            parts = []
+            for a, b in zip(cuts, cuts[1:]):
+                chunk = drawn[a:b]
+                lo, hi = chunk[0][0], chunk[-1][0]
+                parts.append((f"{lo}" if lo == hi else f"{lo} .. {hi}", [r for _, r in chunk]))
+        groups_out = []
+        for label, group in parts:
+            medians = sorted(interval(r)["median"] for r in group if r.get("status") == "PASS" and interval(r))
+            mid = medians[len(medians) // 2] if len(medians) % 2 else (
+                (medians[len(medians) // 2 - 1] + medians[len(medians) // 2]) / 2 if medians else None)
+            groups_out.append({"value": label, "rows": len(group), "held": sum(holds(r) for r in group),
+                               "median": mid})
+        out.append({"name": name, "groups": groups_out})
+    return out

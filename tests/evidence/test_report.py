@@ -333,6 +333,8 @@ def test_a_sweep_results_file_renders_its_verdict_domain_and_rows_into_the_task_
     assert "`kda bench fuse_scale_shift --sweep 3 --sweep-seed 5` draws the same rows" in text
     assert "| S | 16 .. 80000, log (CPU: 1 .. 24) | tokens around production |" in text
     assert "| sweep_1_bcast11_b1_s1 | PASS | 0.800 [0.750, 0.850] | compile | 11.00 | **no** |" in text
+    # where it holds, by parameter: three values of S in three groups of one row each
+    assert "| S | 0 | 1 | 1 | 1.200 |" in text and "|  | 1 | 1 | 0 | 0.800 |" in text
     assert results_file.list_files(task_dir / "results") == []  # the production readers never see it
 
 

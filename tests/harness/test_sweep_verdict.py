@@ -51,3 +51,24 @@ def test_sweep_results_live_in_a_folder_of_their_own():
             return Path("/t/results")
 
     assert sweep_path(T(), "h200") == Path("/t/results/sweep/h200.jsonl.gz")
+
+
+def test_by_parameter_groups_choices_in_domain_order_and_ranges_in_groups_of_equal_count():
+    from kda.harness.sweep_verdict import by_parameter
+
+    def row(i, dtype, s, med, lo):
+        return {"id": f"r{i}", "status": "PASS", "params": {"dtype": dtype, "S": s},
+                "speedup": {"graph_us": {"vs_best_peer": {"median": med, "ci": [lo, med + 0.1]}}}}
+
+    rows = [row(0, "bf16", 10, 1.2, 1.1), row(1, "fp32", 20, 0.5, 0.4), row(2, "bf16", 30, 0.8, 0.7),
+            row(3, "fp32", 40, 1.0, 0.95), {"id": "r4", "status": "FAIL", "params": {"dtype": "fp32", "S": 50}}]
+    domain = [{"name": "dtype", "choices": ["fp32", "bf16", "fp16"]}, {"name": "S", "choices": None, "min": 1,
+                                                                        "max": 64}]
+    got = {p["name"]: p["groups"] for p in by_parameter(rows, domain)}
+    # choices in the domain's order, only those drawn; a failed row counts as drawn, never as holding
+    assert [(g["value"], g["rows"], g["held"]) for g in got["dtype"]] == [("fp32", 3, 1), ("bf16", 2, 1)]
+    assert got["dtype"][0]["median"] == 0.75 and got["dtype"][1]["median"] == 1.0  # over the timed rows only
+    # five drawn values in four groups of (almost) equal count, labelled by the values they span
+    assert [g["rows"] for g in got["S"]] == [1, 1, 1, 2]
+    assert [g["value"] for g in got["S"]] == ["10", "20", "30", "40 .. 50"]
+    assert got["S"][3]["median"] == 1.0 and got["S"][3]["held"] == 1
