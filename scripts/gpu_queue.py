@@ -12,7 +12,7 @@ of its GPUs work. This keeps every GPU busy and outlives the call:
 Jobs are MODE:NAME:
   bench:TASK  scripts/gpu_tasks.sh --bench-only TASK (rotated input sets and the baseline timed alone: the defaults)
   sweep:TASK  --sweep-only (KDA_SWEEP_N rows)     cold:TASK  --cold-only     aa:TASK  --aa-only
-  e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK)
+  e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK), with KDA_E2E_ARGS appended (`--skip-arm compile`)
 A job may end in @PATH: it starts only once PATH exists (a package a later call brings, such as the CuTe DSL
 bundle's last part: the jobs that need nothing wait for nothing).
 They start in the order given, each on the first free GPU. Two jobs of one task run at once only where they write
@@ -31,6 +31,7 @@ import argparse
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def parse_jobs(specs: list[str]) -> list[Job]:
 
 def command(job: Job) -> list[str]:
     if job.mode == "e2e":
-        return [sys.executable, "-m", "kda", "e2e", job.name]
+        return [sys.executable, "-m", "kda", "e2e", job.name, *shlex.split(os.environ.get("KDA_E2E_ARGS", ""))]
     return ["bash", "scripts/gpu_tasks.sh", MODES[job.mode], job.name]
 
 

@@ -104,3 +104,11 @@ def test_a_gated_job_waits_for_its_file_and_the_others_do_not_wait_for_it(tmp_pa
     # sweep and cold runs of one task write different files and no ledger: they ran side by side
     assert started["cold:norm_infer"] < done["sweep:norm_infer"]
     assert started["sweep:cutedsl_norm_scale_shift"] >= gate.stat().st_mtime - 0.01
+
+
+def test_commands_per_mode_and_the_e2e_arguments_from_the_environment(monkeypatch):
+    monkeypatch.delenv("KDA_E2E_ARGS", raising=False)
+    assert Q.command(Q.Job("sweep", "norm_infer")) == ["bash", "scripts/gpu_tasks.sh", "--sweep-only", "norm_infer"]
+    assert Q.command(Q.Job("e2e", "wan"))[-3:] == ["kda", "e2e", "wan"]
+    monkeypatch.setenv("KDA_E2E_ARGS", "--skip-arm compile --trials 5")
+    assert Q.command(Q.Job("e2e", "wan"))[-5:] == ["wan", "--skip-arm", "compile", "--trials", "5"]
