@@ -385,6 +385,14 @@ def cmd_promote(args) -> int:
     return outcome.exit_code
 
 
+def cmd_export(args) -> int:
+    from kda.loop.export import export
+
+    result = export(args.tasks, out=Path(args.out) if args.out else None, version=args.version)
+    print(f"kda export: wrote {result.wheel}")
+    return 0
+
+
 def cmd_campaign(args) -> int:
     from kda.loop import campaign
     from kda.core.paths import repo_root
@@ -762,6 +770,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ref")
     p.add_argument("--author")
     p.set_defaults(fn=cmd_promote)
+
+    p = sub.add_parser("export", help="the tasks' solutions as one pip-installable package (kda_diffusion_kernels): "
+                       "a source tree and its wheel, with install()/uninstall() for SGLang's entry points")
+    p.add_argument("tasks", nargs="*", metavar="TASK", help="default: every task under diffusion/kernels")
+    p.add_argument("--out", help="folder for the source tree and the wheel (default: dist/ in the repository)")
+    p.add_argument("--version", help="the package's version (default: 0.1.0+g<short commit>, .dirty when the "
+                   "exported sources have uncommitted changes)")
+    p.set_defaults(fn=cmd_export)
 
     p = sub.add_parser("campaign", help="agent runs of every task: status, or clean finished worktrees and branches")
     csub = p.add_subparsers(dest="action", required=True)
