@@ -385,6 +385,31 @@ def cmd_promote(args) -> int:
     return outcome.exit_code
 
 
+def cmd_rules(args) -> int:
+    """The production rules without a GPU (kda/loop/rules.py): every candidate compiles for every architecture."""
+    from kda.core import gitutil
+    from kda.core.paths import repo_root, resolve_task
+    from kda.loop.rules import ARCHS, check, markdown
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("kda rules: TRITON_INTERPRET=1 makes every kernel an interpreted function; unset it", file=sys.stderr)
+        return 2
+    try:
+        archs = tuple(int(a) for a in args.arch.split(",")) if args.arch else ARCHS
+    except ValueError:
+        raise KdaError(f"--arch {args.arch!r}: expected compute capabilities x 10, comma-separated (80,89,90,100)")
+    paths = [resolve_task(t) for t in args.tasks] if args.tasks else _all_tasks()
+    print(f"kda rules: {len(paths)} task(s) x sm_{', sm_'.join(map(str, archs))}: Triton launches here, CUDA sources "
+          "through nvcc in parallel (minutes)", flush=True)
+    results = check(paths, archs, jobs=args.jobs, progress=lambda r: print("  " + r.line()[:200], flush=True))
+    bad = [r for r in results if not r.ok]
+    print(f"kda rules: {len(results) - len(bad)}/{len(results)} builds ok")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results, archs, gitutil.commit_of("HEAD", repo_root())))
+        print(f"wrote {args.markdown}")
+    return 1 if bad else 0
+
+
 def cmd_export(args) -> int:
     from kda.loop.export import export
 
@@ -778,6 +803,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", help="the package's version (default: 0.1.0+g<short commit>, .dirty when the "
                    "exported sources have uncommitted changes)")
     p.set_defaults(fn=cmd_export)
+
+    p = sub.add_parser("rules", help="production rules without a GPU: every candidate's Triton launches and CUDA "
+                       "sources compile for every architecture SGLang supports (sm_80, sm_89, sm_90, sm_100)")
+    p.add_argument("tasks", nargs="*", metavar="TASK", help="default: every task")
+    p.add_argument("--arch", help="comma-separated compute capabilities x 10 (default: 80,89,90,100)")
+    p.add_argument("--jobs", type=int, help="nvcc builds at a time (default: half the CPUs)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the matrix as a page")
+    p.set_defaults(fn=cmd_rules)
 
     p = sub.add_parser("campaign", help="agent runs of every task: status, or clean finished worktrees and branches")
     csub = p.add_subparsers(dest="action", required=True)

@@ -1,0 +1,70 @@
+"""kda/loop/rules.py on a CPU: the architecture rule's nvcc builds with nvcc replaced by a stub (the real builds take
+minutes: `kda rules` runs them), the Triton half on one small task for real, and the page it writes."""
+import os
+import textwrap
+
+import pytest
+
+from kda.core.paths import resolve_task
+from kda.loop import rules
+
+STUB = textwrap.dedent("""\
+    #!/usr/bin/env bash
+    case "$*" in
+      *-arch=sm_80*) echo "ptxas /tmp/x.ptx, line 9; error   : Feature 'cp.async.bulk' requires .target sm_90 or higher" >&2; exit 255 ;;
+    esac
+    echo "$*" >> "$(dirname "$0")/calls.log"
+    """)
+
+
+@pytest.fixture
+def nvcc(tmp_path):
+    path = tmp_path / "nvcc"
+    path.write_text(STUB)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_cuda_source_that_needs_a_newer_architecture_fails_with_its_first_error(nvcc, tmp_path):
+    src = resolve_task("group_norm_silu") / "solution" / "csrc" / "gn_held.cu"
+    bad = rules.nvcc_check(src, 80, nvcc, ["/inc"])
+    assert not bad.ok and bad.task == "group_norm_silu" and bad.kind == "cuda"
+    assert "requires .target sm_90" in bad.detail
+    good = rules.nvcc_check(src, 90, nvcc, ["/inc"])
+    assert good.ok
+    call = (tmp_path / "calls.log").read_text()
+    assert "-arch=sm_90" in call and str(src) in call and "-I/inc" in call and "-std=c++17" in call
+
+
+def test_every_cuda_source_at_every_architecture_and_no_nvcc_is_a_failure_not_a_pass(monkeypatch, nvcc):
+    monkeypatch.setattr(rules, "triton_check", lambda task, arch: rules.Result(task.name, arch, "triton", "0 launches",
+                                                                               True, "stub"))
+    dirs = [resolve_task("qknorm_rope"), resolve_task("norm_infer")]
+    got = rules.check(dirs, (80, 90), nvcc=nvcc, jobs=2)
+    cuda = [r for r in got if r.kind == "cuda"]
+    assert {(r.task, r.arch, r.what) for r in cuda} == {("qknorm_rope", 80, "qknorm_rope.cu"),
+                                                       ("qknorm_rope", 90, "qknorm_rope.cu")}
+    assert [r.ok for r in sorted(cuda, key=lambda r: r.arch)] == [False, True]
+    assert sum(r.kind == "triton" for r in got) == 4  # two tasks x two architectures
+    monkeypatch.setattr(rules.shutil, "which", lambda name: None)
+    none = [r for r in rules.check(dirs[:1], (90,)) if r.kind == "cuda"]
+    assert none and not none[0].ok and "nvcc not found" in none[0].detail
+
+
+def test_the_triton_half_compiles_a_small_task_for_ampere_here():
+    from kda.definition.task import Task
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter compiles nothing")
+    r = rules.triton_check(Task.load("norm_infer"), 80)
+    assert r.ok and r.kind == "triton" and r.what.endswith("launches") and int(r.what.split()[0]) > 0
+
+
+def test_the_page_has_a_column_per_architecture_and_names_each_failure():
+    rs = [rules.Result("a", 80, "cuda", "k.cu", False, "error: sm_90 only"), rules.Result("a", 90, "cuda", "k.cu",
+                                                                                            True, "compiled"),
+          rules.Result("a", 80, "triton", "3 launches", True, "3 compiled"),
+          rules.Result("b", 80, "triton", "1 launches", True, "1 compiled")]
+    page = rules.markdown(rs, (80, 90), "0123456789abcdef")
+    assert "| task | sm_80 | sm_90 |" in page and "`0123456789ab`" in page
+    assert "| a | cuda k.cu: error: sm_90 only | ok |" in page and "| b | ok | - |" in page
