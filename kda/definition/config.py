@@ -123,6 +123,14 @@ SPEC = {
                        check=lambda v: None if v else "expected at least one file"),
         "shims": Field(ListOf(str), doc="outside modules the vendored files import, replaced by committed shims"),
     }),
+    "upstream_latest": Field({
+        "package": Field(str),
+        "version": Field(str, doc="a later release of the package, or '' for none"),
+        "files": Field(ListOf({"path": Field(str), "sha256": Field(str, check=_sha)})),
+        "shims": Field(ListOf(str)),
+        "entry_points": Field(ListOf(str), doc="'module:function' in the later release, by the baseline's names",
+                              check=lambda v: next((e for e in map(_entry, v) if e), None)),
+    }),
     "bench": Field({
         "metric": Field(str, check=one_of(*METRICS), doc="headline metric"),
         "trials": Field(int, check=positive),

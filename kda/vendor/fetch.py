@@ -67,13 +67,16 @@ def _manifest_path(root: Path) -> Path:
     return root / "MANIFEST.json"
 
 
-def vendor_task(cfg: TaskConfig, *, allow_download: bool = True) -> VendorInfo:
-    """Ensure every upstream file of the task is extracted and matches its pinned sha256."""
-    up = cfg["upstream"]
+def vendor_task(cfg: TaskConfig, *, allow_download: bool = True, section: str = "upstream") -> VendorInfo:
+    """Ensure every upstream file of the task is extracted and matches its pinned sha256. section="upstream_latest":
+    the later release beside the baseline (issue 40), where the task pins one (its version is not empty)."""
+    up = cfg[section]
     package, version = up["package"], up["version"]
+    if not version:
+        raise KdaError(f"{cfg.path}: {section}.version is empty: the task pins no {section}")
     for shim in up["shims"]:
         if shim not in SHIMS:
-            raise KdaError(f"{cfg.path}: upstream.shims names {shim!r}, which has no committed shim "
+            raise KdaError(f"{cfg.path}: {section}.shims names {shim!r}, which has no committed shim "
                            f"(known: {', '.join(sorted(SHIMS))})")
     root = vendor_root(package, version)
     manifest = json.loads(_manifest_path(root).read_text()) if _manifest_path(root).is_file() else None
@@ -88,7 +91,7 @@ def vendor_task(cfg: TaskConfig, *, allow_download: bool = True) -> VendorInfo:
             names = set(zf.namelist())
             for p in wanted:
                 if p not in names:
-                    raise KdaError(f"{cfg.path}: upstream file {p!r} is not in {wheel.name}")
+                    raise KdaError(f"{cfg.path}: {section} file {p!r} is not in {wheel.name}")
                 target = root / p
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(zf.read(p))
@@ -97,7 +100,7 @@ def vendor_task(cfg: TaskConfig, *, allow_download: bool = True) -> VendorInfo:
     for p, expected in wanted.items():
         got = sha256_file(root / p)
         if got != expected:
-            raise KdaError(f"{cfg.path}: upstream file {p} has sha256 {got}, but config.toml pins {expected}; "
+            raise KdaError(f"{cfg.path}: {section} file {p} has sha256 {got}, but config.toml pins {expected}; "
                            f"the cache at {root} or the pin is wrong (delete the cache to re-extract)")
         hashes[p] = got
     return VendorInfo(package, version, manifest["wheel"], manifest["wheel_sha256"], root, hashes)

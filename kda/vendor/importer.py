@@ -6,6 +6,7 @@ real upstream package, if installed, is never reached.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -24,6 +25,7 @@ SHIMS = {
     "sglang.srt.utils.custom_op": "sglang_custom_op.py",
     "sglang.kernel_api_logging": "sglang_kernel_api_logging.py",
     "sglang.utils": "sglang_utils.py",
+    "sglang.srt.utils": "sglang_srt_utils.py",  # 0.5.23's diffusion kernels (upstream_latest)
 }
 
 
@@ -111,5 +113,117 @@ def load_entry_points(cfg, info) -> dict[str, Callable]:
         mod = importlib.import_module(mod_name)
         if not hasattr(mod, fn_name):
             raise KdaError(f"{cfg.path}: vendored module {mod_name} has no {fn_name!r}")
+        out[fn_name] = getattr(mod, fn_name)
+    return out
+
+
+# -- a second pinned release beside the first (issue 40: today's SGLang as a peer) -------------------------------
+# Two releases of one package cannot share its top-level name in one interpreter, and the arms are timed in one
+# process. The later release is imported under an alias (`sglang` -> `sglang_0_5_23`): its vendored files, verified
+# by sha256 like the first's, are compiled with every import of the package (and every string naming one of its
+# modules, for import_module calls) renamed to the alias. Line numbers are kept, so tracebacks and Triton's reading
+# of kernel sources point into the vendored files.
+
+def alias_name(top: str, version: str) -> str:
+    return f"{top}_{version.replace('.', '_').replace('-', '_')}"
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, top: str, alias: str):
+        self.top, self.alias = top, alias
+
+    def _name(self, name: str | None) -> str | None:
+        if name is not None and (name == self.top or name.startswith(self.top + ".")):
+            return self.alias + name[len(self.top):]
+        return name
+
+    def visit_Import(self, node):
+        binds_top = False
+        for a in node.names:
+            renamed = self._name(a.name)
+            # `import sglang.x.y` binds `sglang` (the top package) in the importing module: bind it again below
+            binds_top |= renamed != a.name and a.asname is None
+            a.name = renamed
+        if not binds_top:
+            return node
+        rebind = ast.Assign(targets=[ast.Name(self.top, ast.Store())], value=ast.Name(self.alias, ast.Load()))
+        return [node, ast.copy_location(rebind, node)]
+
+    def visit_ImportFrom(self, node):
+        if node.level == 0:
+            node.module = self._name(node.module)
+        return node
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str):
+            node.value = self._name(node.value)
+        return node
+
+
+class _AliasLoader(importlib.abc.SourceLoader):
+    def __init__(self, fullname: str, path: Path, top: str, alias: str):
+        self.fullname, self.path, self.top, self.alias = fullname, path, top, alias
+
+    def get_filename(self, fullname):
+        return str(self.path)
+
+    def get_data(self, path):
+        return Path(path).read_bytes()
+
+    def source_to_code(self, data, path, *, _optimize=-1):
+        tree = _Renamer(self.top, self.alias).visit(ast.parse(data, filename=str(path)))
+        return compile(ast.fix_missing_locations(tree), str(path), "exec", dont_inherit=True)
+
+
+class AliasedUpstreamFinder(importlib.abc.MetaPathFinder):
+    """Answers every import of `alias` and `alias.*` from the vendored files of the later release (named as the
+    package names them), its shims, empty parent packages, or an ImportError naming the module."""
+
+    def __init__(self, alias: str, top: str, files: dict[str, Path], shims: dict[str, Path]):
+        self.alias, self.top = alias, top
+        self.inner = GuardedUpstreamFinder(top, files, shims)
+        self.loaded: list[str] = []
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.alias and not fullname.startswith(self.alias + "."):
+            return None
+        name = self.top + fullname[len(self.alias):]
+        source = self.inner.files.get(name) or self.inner.shims.get(name)
+        if source is not None:
+            self.loaded.append(fullname)
+            return importlib.util.spec_from_file_location(fullname, source,
+                                                          loader=_AliasLoader(fullname, source, self.top, self.alias))
+        if name in self.inner.packages:
+            return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
+        raise ImportError(f"vendored upstream code of {self.alias} imported {name!r}, which is neither a vendored "
+                          f"file of this task's upstream_latest nor a committed shim")
+
+
+def install_alias_finder(top: str, version: str, root: Path, wheel_paths: list[str],
+                         shims: list[str]) -> AliasedUpstreamFinder:
+    alias = alias_name(top, version)
+    for f in sys.meta_path:
+        if isinstance(f, AliasedUpstreamFinder) and f.alias == alias:
+            return f
+    files = {module_name(p): root / p for p in wheel_paths if p.endswith(".py")}
+    finder = AliasedUpstreamFinder(alias, top, files, {m: SHIM_DIR / SHIMS[m] for m in shims})
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def load_latest_entry_points(cfg, info) -> dict[str, Callable]:
+    """Each `module:function` of `[upstream_latest] entry_points`, imported under the alias, by function name."""
+    latest = cfg["upstream_latest"]
+    top = latest["package"]
+    finder = install_alias_finder(top, latest["version"], info.root, list(info.files), latest["shims"])
+    out = {}
+    for entry in latest["entry_points"]:
+        mod_name, fn_name = entry.split(":")
+        if mod_name not in {module_name(p) for p in info.files}:
+            raise KdaError(f"{cfg.path}: upstream_latest entry point {entry!r} is not in a vendored file "
+                           "(upstream_latest.files)")
+        mod = importlib.import_module(finder.alias + mod_name[len(top):])
+        if not hasattr(mod, fn_name):
+            raise KdaError(f"{cfg.path}: vendored module {mod_name} ({latest['version']}) has no {fn_name!r}")
         out[fn_name] = getattr(mod, fn_name)
     return out

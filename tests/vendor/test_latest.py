@@ -1,0 +1,92 @@
+"""A second pinned release beside the baseline (issue 40): kda/vendor/importer.py's alias finder loads the later
+release's vendored files under `<top>_<version>` with the package's imports renamed, so both releases run in one
+process; and the real thing, SGLang 0.5.23's fuse_scale_shift next to 0.5.15's, through Triton's interpreter."""
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from kda.core.errors import KdaError
+from kda.core.paths import repo_root
+from kda.definition.task import Task
+from kda.vendor.fetch import vendor_task
+from kda.vendor.importer import AliasedUpstreamFinder, GuardedUpstreamFinder, alias_name, install_alias_finder, \
+    install_finder
+
+
+def _release(root, top, value):
+    """One release of a fake package: a kernel module that imports the rest in every way vendored code does."""
+    pkg = root / top / "ops"
+    pkg.mkdir(parents=True)
+    (root / top / "numerics.py").write_text(f"VALUE = {value}\n")
+    (pkg / "kernel.py").write_text(textwrap.dedent(f"""\
+        import importlib
+        import {top}.numerics
+        from {top}.numerics import VALUE
+        from {top} import numerics as direct
+
+        def entry():
+            late = importlib.import_module("{top}.numerics")  # a string naming the package, as platform.py has
+            return VALUE, {top}.numerics.VALUE, direct.VALUE, late.VALUE, __name__
+        """))
+    return [f"{top}/numerics.py", f"{top}/ops/kernel.py"]
+
+
+def test_two_releases_of_one_package_load_side_by_side_each_importing_its_own_files(tmp_path):
+    top = f"fakepkg_{uuid.uuid4().hex[:8]}"
+    old_files, new_files = _release(tmp_path / "old", top, 1), _release(tmp_path / "new", top, 2)
+    alias = alias_name(top, "9.1")
+    try:
+        install_finder(top, tmp_path / "old", old_files, [])
+        finder = install_alias_finder(top, "9.1", tmp_path / "new", new_files, [])
+        assert finder.alias == alias == f"{top}_9_1"
+        old = importlib.import_module(f"{top}.ops.kernel").entry()
+        new = importlib.import_module(f"{alias}.ops.kernel").entry()
+        assert old == (1, 1, 1, 1, f"{top}.ops.kernel")
+        assert new == (2, 2, 2, 2, f"{alias}.ops.kernel")  # every way of importing stayed inside the later release
+        assert install_alias_finder(top, "9.1", tmp_path / "new", new_files, []) is finder  # once per alias
+        with pytest.raises(ImportError, match="upstream_latest"):
+            importlib.import_module(f"{alias}.not_vendored")
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if not (
+            isinstance(f, GuardedUpstreamFinder) and f.top == top or isinstance(f, AliasedUpstreamFinder)
+            and f.alias == alias)]
+        for name in [n for n in sys.modules if n.startswith(top)]:
+            del sys.modules[name]
+
+
+def test_a_task_without_a_later_release_says_so():
+    with pytest.raises(KdaError, match="upstream_latest.version is empty"):
+        vendor_task(Task.load("norm_infer").cfg, section="upstream_latest")
+
+
+CHECK = textwrap.dedent("""\
+    import torch
+    from kda.definition.task import Task
+    from kda.vendor.fetch import vendor_task
+    from kda.vendor.importer import load_entry_points, load_latest_entry_points
+    t = Task.load("fuse_scale_shift")
+    old = load_entry_points(t.cfg, vendor_task(t.cfg))
+    new = load_latest_entry_points(t.cfg, vendor_task(t.cfg, section="upstream_latest"))
+    assert sorted(old) == sorted(new)
+    assert new["fuse_scale_shift_kernel"].__module__.startswith("sglang_0_5_23.kernels.ops.diffusion")
+    g = torch.Generator().manual_seed(0)
+    x, sc, sh = (torch.randn(*s, generator=g) for s in ((2, 64, 256), (2, 1, 256), (2, 1, 256)))
+    a, b = old["fuse_scale_shift_kernel"](x, sc, sh), new["fuse_scale_shift_kernel"](x, sc, sh)
+    print((a - b).abs().max().item(), (b - (x * (1 + sc) + sh)).abs().max().item())
+    """)
+
+
+def test_sglang_0_5_23_fuse_scale_shift_runs_beside_0_5_15_and_agrees_with_it():
+    """The same kernel body under a new launch (docs/sglang-0.5.23.md): equal outputs on a broadcast row. -O as the
+    CPU worker runs upstream (its wrappers assert CUDA tensors); the interpreter runs the Triton kernels."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo_root())}
+    proc = subprocess.run([sys.executable, "-O", "-c", CHECK], cwd=repo_root(), env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    old_vs_new, new_vs_math = map(float, proc.stdout.split()[-2:])
+    assert old_vs_new == 0.0 and new_vs_math < 1e-5
