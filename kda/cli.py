@@ -32,6 +32,10 @@ def cmd_vendor(args) -> int:
         info = vendor_task(task.cfg)
         doc = write_baseline_source(task.cfg, info)
         print(f"{task.name}: {info.package}=={info.version} ({info.wheel}), {len(info.files)} file(s) verified; wrote {doc}")
+        if task.cfg["upstream_latest"]["version"]:  # today's release beside it (issue 40), carried the same way
+            later = vendor_task(task.cfg, section="upstream_latest")
+            print(f"{task.name}: upstream_latest {later.package}=={later.version} ({later.wheel}), "
+                  f"{len(later.files)} file(s) verified")
     return 0
 
 

@@ -16,7 +16,7 @@ from kda.core.schema import Field, ListOf, MapOf, one_of, positive, validate
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool")
 METRICS = ("device_us", "wall_us", "graph_us")
-COMPARATORS = ("compile", "eager")
+COMPARATORS = ("compile", "eager", "latest")
 
 
 def _entry(v: str) -> str | None:

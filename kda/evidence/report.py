@@ -24,7 +24,7 @@ START, END = "<!-- kda:results:start -->", "<!-- kda:results:end -->"
 E2E_START, E2E_END = "<!-- kda:e2e:start -->", "<!-- kda:e2e:end -->"
 FAST_P = (1.0, 1.2, 1.5)
 METRICS = ("device_us", "graph_us", "wall_us")
-ARMS = ("baseline", "candidate", "compile", "eager")
+ARMS = ("baseline", "candidate", "compile", "eager", "latest")
 
 
 @dataclass
@@ -123,7 +123,7 @@ def rows_below_one(entry: dict | None) -> str:
 
 
 READ_RIGHT = ("**Kernel vs best peer** is `graph_us` (CUDA-graph replay: the kernels alone) over the fastest of upstream, "
-              "torch.compile and eager PyTorch on each row: what a user who captures graphs, as serving engines do, gains "
+              "torch.compile, eager PyTorch and, where a task pins it, today's SGLang (`latest`) on each row: what a user who captures graphs, as serving engines do, gains "
               "over the best they could run instead. **Eager call vs upstream** is `device_us` (back-to-back calls, host "
               "path included) over the pinned upstream kernel: what an eager caller gains by swapping the candidate in; "
               "on small rows most of it is launch overhead, not the kernel. **Rows below 1** counts production rows "

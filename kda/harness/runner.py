@@ -186,6 +186,8 @@ def _start(task, opts, salt, copy_bw, rows_file=None) -> tuple[Worker, dict]:
 def run_task(task: Task, opts: RunOptions) -> dict:
     """Run every selected row; returns {"provenance", "rows", "summary"} and writes the results file in bench mode."""
     info = vendor_task(task.cfg)  # downloads and verifies in the parent, so the worker only loads
+    if task.cfg["upstream_latest"]["version"] and opts.mode == "bench" and opts.device == "cuda" and not opts.aa:
+        vendor_task(task.cfg, section="upstream_latest")  # the peer `latest` (issue 40), loaded by the worker
     rows = opts.sweep.parsed() if opts.sweep else task.select(opts.rows, cpu_only=opts.device == "cpu")
     if not rows:
         raise KdaError(f"{task.name}: no rows selected" + (" (no row is marked cpu: true)" if opts.device == "cpu" else ""))

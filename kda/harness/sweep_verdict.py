@@ -1,7 +1,7 @@
 """The verdict on a sweep run (issue 34): how many sweep rows a user who captures graphs would not lose on.
 
 A row holds when it passed every check and its graph_us interval over the best peer (the fastest correct one of
-upstream, torch.compile and eager) does not lie wholly below 1. A row that failed, or has no such interval (not
+upstream, torch.compile, eager and `latest` where pinned) does not lie wholly below 1. A row that failed, or has no such interval (not
 capturable, crashed), does not hold: a sweep cannot be passed by rows it could not measure. The target is a share
 of holding rows of at least `min_share` and no row's median below `min_median` (config.toml's [sweep]).
 """

@@ -7,7 +7,7 @@ from kda.harness import checks as C
 from kda.harness.stats import paired_speedup, summary
 
 METRICS = ("device_us", "wall_us", "graph_us")
-PEERS = ("baseline", "compile", "eager")
+PEERS = ("baseline", "compile", "eager", "latest")
 
 
 def _arm_checks(raw: dict, arm: str) -> list[dict]:

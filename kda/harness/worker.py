@@ -42,7 +42,7 @@ from kda.definition.workloads import (  # noqa: E402
     build_input_sets, build_inputs, make_generator, refill_inputs, set_bytes, trial_seed,
 )
 
-ARM_ORDER = ("baseline", "candidate", "compile", "eager")
+ARM_ORDER = ("baseline", "candidate", "compile", "eager", "latest")
 # Memory the rotated input sets of one row may take (inputs and the candidate's outputs): enough for a sample's calls
 # each on its own set on every production row with room to spare on an 80 GB card; a larger row gets two sets.
 ROTATION_BUDGET_BYTES = 8 << 30
@@ -148,6 +148,7 @@ class RowRunner:
         self.device = torch.device(args.device)
         self.gpu = self.device.type == "cuda"
         self.baseline_skipped: str | None = None  # why the baseline arm does not run on this device, if it does not
+        self.latest: dict | None = None  # [upstream_latest]'s entry points by the baseline's names, where pinned
         # Where the parent asked for them: every checked call's outputs and the inputs' storages right after it, handed
         # over at the end of the row for the parent's own check (kda/harness/recheck.py); None: not asked.
         self.kept: list[dict] | None = None
@@ -191,6 +192,8 @@ class RowRunner:
         arms = self._calls(inputs, out_b, out_c)
         if self.baseline_skipped:
             del arms["baseline"]
+        if "latest" in arms and "latest" not in comparators:
+            del arms["latest"]
         out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
         for kind in ("eager", "compile"):
             if kind in comparators:
@@ -205,6 +208,8 @@ class RowRunner:
         baseline again), writing out_b and out_c."""
         ad, row = self.task.adapter, self.row
         calls = {"baseline": lambda: ad.call_baseline(self.upstream, row, inputs, out_b)}
+        if self.latest:  # today's release as a peer (issue 40): called as the baseline is, into the same outputs
+            calls["latest"] = lambda: ad.call_baseline(self.latest, row, inputs, out_b)
         if not self.judged:
             calls["candidate"] = lambda: ad.call_baseline(self.upstream, row, inputs, out_c)
         else:
@@ -229,7 +234,7 @@ class RowRunner:
         out_b = None if self.inplace else self._empty_outs()  # one for every set: upstream's own outputs
         self.rot_outs = outs
         calls = [self._calls(one, o if self.inplace else out_b, o) for one, o in zip(sets, outs)]
-        arms = {n: [c[n] for c in calls] for n in ("baseline", "candidate") if n == "candidate" or n in self.arms}
+        arms = {n: [c[n] for c in calls] for n in ("baseline", "candidate", "latest") if n == "candidate" or n in self.arms}
         out_dtypes = {k: dt for k, (_, dt) in self.specs.items()}
         for kind in ("eager", "compile"):
             if kind in self.arms:
@@ -267,7 +272,7 @@ class RowRunner:
         snaps = _snapshot_inputs(self.inputs)
         dest = self.destination_arm(name)
         cand = name == "candidate" and self.judged
-        writes_inputs = self.inplace and name in ("baseline", "candidate")  # peers are functional: they return
+        writes_inputs = self.inplace and name in ("baseline", "candidate", "latest")  # peers return their outputs
         if dest and not self.inplace and poison:
             finite = make_generator(self.device, trial_seed(self.row.seed, self.args.salt, trial, 50 + phase)) if phase else None
             for t in self.out.values():
@@ -572,7 +577,7 @@ class RowRunner:
                     result["arm_errors"]["baseline"] = f"{type(e).__name__}: {e}"
                     del self.arms["baseline"]
             if trial == 0:
-                for n in ("compile", "eager"):
+                for n in ("compile", "eager", "latest"):
                     if n in self.arms:
                         result["checks"].append(self.check(n, trial, 0))
             if bench:
@@ -615,6 +620,19 @@ class RowRunner:
         if hand_over:
             result["outputs_sha256"] = self.hand_over(hand_over)
         return result
+
+
+def _load_latest(task, args, skipped: str | None) -> tuple[dict | None, str | None]:
+    """[upstream_latest]'s entry points and their import alias, where the task pins a later release and a bench
+    compares with it (`bench.comparators` names "latest"); where the baseline cannot run here, neither does it."""
+    latest = task.cfg["upstream_latest"]
+    if not latest["version"] or skipped or "latest" not in task.cfg["bench"]["comparators"] or args.aa \
+            or args.mode != "bench" or args.device != "cuda":
+        return None, None
+    from kda.vendor.importer import alias_name, load_latest_entry_points
+
+    info = vendor_task(task.cfg, allow_download=False, section="upstream_latest")
+    return load_latest_entry_points(task.cfg, info), alias_name(latest["package"], latest["version"])
 
 
 def _gpu_info() -> dict:
@@ -699,6 +717,11 @@ def main(argv=None) -> None:
                 tripwire.arm_module(mod, str(info.root), name)
         upstream = {k: getattr(sys.modules[e.split(":")[0]], k) for k, e in
                     zip(upstream, task.cfg["task"]["entry_points"])}
+        latest, latest_alias = _load_latest(task, args, skipped)
+        if latest_alias:
+            for name, mod in list(sys.modules.items()):
+                if name.startswith(latest_alias + "."):
+                    tripwire.arm_module(mod, str(getattr(mod, "__file__", "") or ""), name)
         # Watch the harness's own modules and classes, the oracle and the adapter from here on.
         for name in ("kda.harness.checks", "kda.harness.guards", "kda.harness.timing", "kda.definition.workloads", "__main__"):
             if name in sys.modules:
@@ -708,8 +731,9 @@ def main(argv=None) -> None:
             tamper.watch(label, obj)
         # Upstream's state as the baseline runs it, before any candidate code: checked after every call and sample.
         upstream_watch = UpstreamWatch({name: mod for name, mod in sys.modules.items()
-                                        if name.startswith(task.cfg["upstream"]["package"] + ".")
-                                        and str(getattr(mod, "__file__", "")).startswith(str(info.root))})
+                                        if (name.startswith(task.cfg["upstream"]["package"] + ".")
+                                            and str(getattr(mod, "__file__", "")).startswith(str(info.root)))
+                                        or (latest_alias and name.startswith(latest_alias + "."))})
         solution = None if args.aa or args.clean else task.load_solution(Path(args.candidate) if args.candidate else None)
         candidate_roots = (str(task.path / "solution"),) + ((str(Path(args.candidate).resolve()),) if args.candidate else ())
         # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
@@ -727,6 +751,7 @@ def main(argv=None) -> None:
     runner = RowRunner(task, args, upstream, solution, tamper, forbidden, tripwire, reference,
                        peer_reference)
     runner.baseline_skipped = skipped
+    runner.latest = latest
     runner.upstream_watch, runner.candidate_roots = upstream_watch, candidate_roots
     rows = {r.id: r for r in task.rows}
     for line in cmd_in:

@@ -85,7 +85,7 @@ def test_the_clean_worker_judges_no_candidate_and_its_candidate_arm_is_the_basel
     r.task = SimpleNamespace(adapter=SimpleNamespace(
         call_baseline=lambda up, row, inputs, out: calls.append(("baseline", out)),
         call_candidate=lambda sol, row, inputs, out: calls.append(("candidate", out))))
-    r.row, r.upstream, r.solution = "row", "upstream", None
+    r.row, r.upstream, r.solution, r.latest = "row", "upstream", None, None
     assert not r.judged and not r.destination_arm("candidate")
     arms = r._calls({}, "out_b", "out_c")
     arms["candidate"]()
@@ -116,3 +116,22 @@ def test_the_baseline_alone_is_timed_by_the_same_trial_loop_as_beside_the_candid
     import pytest
     with pytest.raises(RuntimeError, match="boom"):
         r.run_clean(row, 12, 5)
+
+
+def test_todays_release_is_called_as_the_baseline_is_with_its_own_entry_points():
+    """The `latest` peer (issue 40): [upstream_latest]'s functions by the baseline's names, through the adapter's
+    call_baseline, into the baseline's outputs; absent where the task pins no later release."""
+    calls = []
+    r = object.__new__(worker.RowRunner)
+    r.args = SimpleNamespace(aa=False, clean=False)
+    r.task = SimpleNamespace(adapter=SimpleNamespace(
+        call_baseline=lambda up, row, inputs, out: calls.append((up, out)),
+        call_candidate=lambda sol, row, inputs, out: calls.append(("candidate", out))))
+    r.row, r.upstream, r.solution, r.latest = "row", {"f": "0.5.15"}, "solution", {"f": "0.5.23"}
+    arms = r._calls({}, "out_b", "out_c")
+    assert sorted(arms) == ["baseline", "candidate", "latest"]
+    arms["latest"]()
+    arms["baseline"]()
+    assert calls == [({"f": "0.5.23"}, "out_b"), ({"f": "0.5.15"}, "out_b")]
+    r.latest = None
+    assert sorted(r._calls({}, "out_b", "out_c")) == ["baseline", "candidate"]
