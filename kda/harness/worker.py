@@ -508,16 +508,17 @@ class RowRunner:
         warmup_upstream: list[str] = []
         for name in list(self.arms):
             try:
-                if name == "baseline" and self.upstream_watch is not None:
+                if name in ("baseline", "latest") and self.upstream_watch is not None:
                     # The baseline's first calls may set globals of upstream's own; nothing else runs meanwhile, so
                     # what its warm-up changes becomes the reference (anything changed before it is the candidate's).
+                    # So may today's release (`latest`, warmed up right after the baseline, before the candidate).
                     warmup_upstream += self.upstream_watch.changed()
                     self.upstream_watch.restore()
                 for _ in range(b["warmup"] if bench else 1):
                     self.arms[name]()
                 if self.gpu:
                     torch.cuda.synchronize()
-                if name == "baseline" and self.upstream_watch is not None:
+                if name in ("baseline", "latest") and self.upstream_watch is not None:
                     self.upstream_watch.accept()
             except Exception as e:  # noqa: BLE001
                 if name == "candidate":
