@@ -264,6 +264,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
         "copy_tbps": copy_tbps, "datasheet_tbps": datasheet, "l2": opts.l2 or cfg["bench"]["l2"], "rotate": cfg["bench"]["rotate"], "seed_salt": salt,
         "device_us_start": provenance.DEVICE_US_START,
         "vendored": hello.get("vendored"), "baseline_skipped": hello.get("baseline_skipped"),
+        "upstream_latest": hello.get("upstream_latest"),
         "duration_s": round(time.time() - started, 1),
         "sources": {
             "baseline": {p: h for p, h in info.files.items()},

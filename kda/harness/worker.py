@@ -623,17 +623,27 @@ class RowRunner:
         return result
 
 
+LATEST_STATUS: dict = {}  # what _load_latest found, for the hello message (the results file's provenance)
+
+
 def _load_latest(task, args, skipped: str | None) -> tuple[dict | None, str | None]:
     """[upstream_latest]'s entry points and their import alias, where the task pins a later release and a bench
-    compares with it (`bench.comparators` names "latest"); where the baseline cannot run here, neither does it."""
+    compares with it (`bench.comparators` names "latest"); where the baseline cannot run here, neither does it. A
+    release that does not load is recorded, not fatal: the bench goes on without the peer, and says why."""
     latest = task.cfg["upstream_latest"]
     if not latest["version"] or skipped or "latest" not in task.cfg["bench"]["comparators"] or args.aa \
             or args.mode != "bench" or args.device != "cuda":
         return None, None
     from kda.vendor.importer import alias_name, load_latest_entry_points
 
-    info = vendor_task(task.cfg, allow_download=False, section="upstream_latest")
-    return load_latest_entry_points(task.cfg, info), alias_name(latest["package"], latest["version"])
+    LATEST_STATUS["version"] = latest["version"]
+    try:
+        info = vendor_task(task.cfg, allow_download=False, section="upstream_latest")
+        entries = load_latest_entry_points(task.cfg, info)
+    except Exception as e:  # noqa: BLE001 - a peer that cannot load is a note, never the candidate's failure
+        LATEST_STATUS["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        return None, None
+    return entries, alias_name(latest["package"], latest["version"])
 
 
 def _gpu_info() -> dict:
@@ -739,7 +749,8 @@ def main(argv=None) -> None:
         candidate_roots = (str(task.path / "solution"),) + ((str(Path(args.candidate).resolve()),) if args.candidate else ())
         # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
         forbidden = ({str(task.path / "oracle.py")}, (str(info.root),))
-        hello = {"type": "hello", "device": args.device, "vendored": info.as_dict(), "baseline_skipped": skipped}
+        hello = {"type": "hello", "device": args.device, "vendored": info.as_dict(), "baseline_skipped": skipped,
+                 "upstream_latest": LATEST_STATUS or None}
         if args.device == "cuda":
             hello["gpu"] = _gpu_info()
             if args.copy_bandwidth:

@@ -135,3 +135,22 @@ def test_todays_release_is_called_as_the_baseline_is_with_its_own_entry_points()
     assert calls == [({"f": "0.5.23"}, "out_b"), ({"f": "0.5.15"}, "out_b")]
     r.latest = None
     assert sorted(r._calls({}, "out_b", "out_c")) == ["baseline", "candidate"]
+
+
+def test_a_later_release_that_does_not_load_is_a_note_and_the_bench_goes_on(monkeypatch):
+    from kda.definition.task import Task
+
+    task = Task.load("fuse_scale_shift")
+    args = SimpleNamespace(aa=False, mode="bench", device="cuda")
+    monkeypatch.setattr(worker, "LATEST_STATUS", {})
+
+    def broken(*a, **k):
+        raise ImportError("no module named cutlass")
+
+    monkeypatch.setattr(worker, "vendor_task", broken)
+    assert worker._load_latest(task, args, None) == (None, None)
+    assert worker.LATEST_STATUS == {"version": "0.5.23", "error": "ImportError: no module named cutlass"}
+    # nothing is tried where no bench compares with it
+    monkeypatch.setattr(worker, "LATEST_STATUS", {})
+    assert worker._load_latest(task, SimpleNamespace(aa=False, mode="check", device="cuda"), None) == (None, None)
+    assert worker.LATEST_STATUS == {}
