@@ -61,7 +61,7 @@ def test_two_releases_of_one_package_load_side_by_side_each_importing_its_own_fi
 
 def test_a_task_without_a_later_release_says_so():
     with pytest.raises(KdaError, match="upstream_latest.version is empty"):
-        vendor_task(Task.load("norm_infer").cfg, section="upstream_latest")
+        vendor_task(Task.load("group_norm_silu").cfg, section="upstream_latest")
 
 
 CHECK = textwrap.dedent("""\
@@ -90,3 +90,47 @@ def test_sglang_0_5_23_fuse_scale_shift_runs_beside_0_5_15_and_agrees_with_it():
     assert proc.returncode == 0, proc.stderr[-2000:]
     old_vs_new, new_vs_math = map(float, proc.stdout.split()[-2:])
     assert old_vs_new == 0.0 and new_vs_math < 1e-5
+
+
+AGREE = textwrap.dedent("""\
+    import sys
+    import torch
+    from kda.definition.task import Task
+    from kda.definition.workloads import build_inputs, refill_inputs
+    from kda.vendor.fetch import vendor_task
+    from kda.vendor.importer import load_entry_points, load_latest_entry_points
+    from kda.harness.worker import _interpreter_autotune, _interpreter_device_module
+    _interpreter_autotune(); _interpreter_device_module()  # as the CPU worker runs upstream
+    t = Task.load(sys.argv[1])
+    old = load_entry_points(t.cfg, vendor_task(t.cfg))
+    new = load_latest_entry_points(t.cfg, vendor_task(t.cfg, section="upstream_latest"))
+    assert sorted(old) == sorted(new), (sorted(old), sorted(new))
+    assert all(f.__module__.startswith("sglang_0_5_23.") for f in new.values())
+    rows = {}
+    for r in t.select(cpu_only=True):  # each function's CPU-sized rows
+        rows.setdefault(r.function, r)
+    assert rows, "no CPU row"
+    for fn, row in sorted(rows.items()):
+        inputs = build_inputs(row, torch.device("cpu"))
+        refill_inputs(row, inputs, row.seed)  # values as a trial draws them
+        a = t.adapter.call_baseline(old, row, inputs, {})
+        b = t.adapter.call_baseline(new, row, inputs, {})
+        for k in a:  # bytes that differ: bit for bit, NaN included (the interpreter leaves some in LTX-2's rows)
+            print(fn, k, (a[k].contiguous().view(torch.uint8) != b[k].contiguous().view(torch.uint8)).sum().item())
+    """)
+
+
+@pytest.mark.parametrize("task", ["norm_infer", "rotary_embedding"])
+def test_sglang_0_5_23_runs_the_same_kernels_as_0_5_15_bit_for_bit(task):
+    """docs/sglang-0.5.23.md: these tasks' 0.5.23 files differ from 0.5.15's only in imports and fallback binding
+    (rotary's LTX-2 file is byte-identical). Through the adapter, on each function's first CPU row, through Triton's
+    interpreter: the later release's outputs equal the baseline's exactly. A wrong pin, a file that falls back to
+    torch or an entry point bound to the wrong function would show as a difference or a failed import."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo_root())}
+    proc = subprocess.run([sys.executable, "-O", "-c", AGREE, task], cwd=repo_root(), env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln.split() for ln in proc.stdout.splitlines()]
+    pinned = {e.rsplit(":", 1)[1] for e in Task.load(task).cfg["upstream_latest"]["entry_points"]}
+    assert {ln[0] for ln in lines} == pinned  # every pinned entry point ran on a row
+    assert all(int(ln[2]) == 0 for ln in lines), proc.stdout
