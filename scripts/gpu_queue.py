@@ -13,6 +13,8 @@ Jobs are MODE:NAME:
   bench:TASK  scripts/gpu_tasks.sh --bench-only TASK (rotated input sets and the baseline timed alone: the defaults)
   sweep:TASK  --sweep-only (KDA_SWEEP_N rows)     cold:TASK  --cold-only     aa:TASK  --aa-only
   e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK), with KDA_E2E_ARGS appended (`--skip-arm compile`)
+  zoo:TASK    scripts/gpu_exploit_zoo.py --bench-probe on the zoo's task (fuse_scale_shift); nothing is ledgered,
+              its page and JSON come back in logs.tar (jobs/zoo-TASK/) for docs/evidence/
 A job may end in @PATH: it starts only once PATH exists (a package a later call brings, such as the CuTe DSL
 bundle's last part: the jobs that need nothing wait for nothing).
 They start in the order given, each on the first free GPU. Two jobs of one task run at once only where they write
@@ -41,7 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODES = {"bench": "--bench-only", "sweep": "--sweep-only", "cold": "--cold-only", "aa": "--aa-only", "e2e": None}
+MODES = {"bench": "--bench-only", "sweep": "--sweep-only", "cold": "--cold-only", "aa": "--aa-only", "e2e": None,
+         "zoo": None}
+ZOO_TASK = "fuse_scale_shift"  # the task tests/zoo/'s fakes are written for
 POLL_S = 2.0
 # What the copy leaves behind: git history (the copy has KDA_COMMIT instead) and outputs of earlier runs.
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", ".kda-device", "__pycache__", ".pytest_cache")
@@ -91,6 +95,9 @@ def parse_jobs(specs: list[str]) -> list[Job]:
 def command(job: Job) -> list[str]:
     if job.mode == "e2e":
         return [sys.executable, "-m", "kda", "e2e", job.name, *shlex.split(os.environ.get("KDA_E2E_ARGS", ""))]
+    if job.mode == "zoo":  # the job's $OUT (its own folder, Queue._start; packed into logs.tar), read when it runs
+        return ["bash", "-c", f"{shlex.quote(sys.executable)} scripts/gpu_exploit_zoo.py --jobs 4 --bench-probe"
+                ' --out "$OUT/exploit-zoo.md" --json "$OUT/exploit-zoo.json"']
     return ["bash", "scripts/gpu_tasks.sh", MODES[job.mode], job.name]
 
 
@@ -100,6 +107,10 @@ def kept_paths(job: Job) -> list[str]:
         if not (REPO / "diffusion" / "e2e" / job.name / "block.toml").is_file():
             raise SystemExit(f"job {job.label}: no block diffusion/e2e/{job.name}/block.toml")
         return [f"diffusion/e2e/{job.name}/results"]
+    if job.mode == "zoo":
+        if job.name != ZOO_TASK:
+            raise SystemExit(f"job {job.label}: the exploit zoo is written for {ZOO_TASK} (zoo:{ZOO_TASK})")
+        return []
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from kda.core.paths import repo_root, resolve_task

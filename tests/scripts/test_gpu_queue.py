@@ -112,3 +112,13 @@ def test_commands_per_mode_and_the_e2e_arguments_from_the_environment(monkeypatc
     assert Q.command(Q.Job("e2e", "wan"))[-3:] == ["kda", "e2e", "wan"]
     monkeypatch.setenv("KDA_E2E_ARGS", "--skip-arm compile --trials 5")
     assert Q.command(Q.Job("e2e", "wan"))[-5:] == ["wan", "--skip-arm", "compile", "--trials", "5"]
+
+
+def test_the_zoo_job_writes_its_page_into_its_own_folder_and_only_for_the_zoo_task(tmp_path):
+    cmd = Q.command(Q.Job("zoo", "fuse_scale_shift"))
+    assert cmd[:2] == ["bash", "-c"] and "scripts/gpu_exploit_zoo.py" in cmd[2] and "--bench-probe" in cmd[2]
+    assert '"$OUT/exploit-zoo.md"' in cmd[2]  # the job's $OUT, expanded when it runs, not the caller's
+    assert Q.kept_paths(Q.Job("zoo", "fuse_scale_shift")) == []  # nothing for kda intake: it comes in logs.tar
+    with pytest.raises(SystemExit, match="zoo:fuse_scale_shift"):
+        Q.kept_paths(Q.Job("zoo", "norm_infer"))
+    assert Q.Job("zoo", "fuse_scale_shift").writes != Q.Job("bench", "fuse_scale_shift").writes  # no ledger line
