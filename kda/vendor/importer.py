@@ -40,13 +40,26 @@ class _EmptyPackage(importlib.abc.Loader):
 class GuardedUpstreamFinder(importlib.abc.MetaPathFinder):
     def __init__(self, top: str, files: dict[str, Path], shims: dict[str, Path]):
         self.top = top
-        self.files = files
-        self.shims = shims
+        self.files: dict[str, Path] = {}
+        self.shims: dict[str, Path] = {}
         self.packages = {top}
+        self.loaded: list[str] = []
+        self.extend(files, shims)
+
+    def extend(self, files: dict[str, Path], shims: dict[str, Path]) -> None:
+        """Answer for more modules of the same release: a model block (kda e2e) loads several tasks' vendored files
+        into one process, each task naming only the files its own entry points import. A module already answered
+        by another file, or by a shim on one side and a file on the other, is a conflict between two pins."""
+        for name, source in (*files.items(), *shims.items()):
+            known = self.files.get(name) or self.shims.get(name)
+            if known is not None and Path(known) != Path(source):
+                raise KdaError(f"{name}: already vendored from {known}, now also from {source}; two tasks that "
+                               f"share a process must pin the same {self.top} files and shims")
+        self.files.update(files)
+        self.shims.update(shims)
         for name in (*files, *shims):
             parts = name.split(".")
             self.packages.update(".".join(parts[:i]) for i in range(1, len(parts)))
-        self.loaded: list[str] = []
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != self.top and not fullname.startswith(self.top + "."):
@@ -75,11 +88,13 @@ def install_finder(top: str, root: Path, wheel_paths: list[str], shims: list[str
                     not str(getattr(mod, "__file__", "") or "").startswith((str(root), str(SHIM_DIR))):
                 raise KdaError(f"the real {top!r} package ({existing}) is already imported in this process; "
                                f"the harness refuses to mix it with the vendored baseline")
+    files = {module_name(p): root / p for p in wheel_paths if p.endswith(".py")}
+    shim_files = {m: SHIM_DIR / SHIMS[m] for m in shims}
     for f in sys.meta_path:
         if isinstance(f, GuardedUpstreamFinder) and f.top == top:
+            f.extend(files, shim_files)  # another task of the same process (kda e2e): one finder answers for both
             return f
-    files = {module_name(p): root / p for p in wheel_paths if p.endswith(".py")}
-    finder = GuardedUpstreamFinder(top, files, {m: SHIM_DIR / SHIMS[m] for m in shims})
+    finder = GuardedUpstreamFinder(top, files, shim_files)
     sys.meta_path.insert(0, finder)
     return finder
 

@@ -215,9 +215,11 @@ def test_rows_below_one_counts_the_intervals_wholly_below_one_of_all_passing_row
 
 def test_the_readme_leads_with_kernel_vs_best_peer_beside_eager_call_vs_upstream():
     """The lead table: graph_us over the best peer and device_us over upstream, as the summaries have them, with
-    the rows whose graph_us interval over the best peer lies wholly below 1; at most 7 columns."""
+    the rows whose graph_us interval over the best peer lies wholly below 1, and the candidate over today's SGLang
+    (issue 40) from the rows' samples; at most 8 columns."""
     cols, rows = _readme_table()
-    assert len(cols) <= 7
+    assert len(cols) <= 8
+    latest = cols.index("over today's SGLang")
     kernel, eager, below = (cols.index(c) for c in ("kernel vs best peer", "eager call vs upstream", "rows below 1"))
     files = [report.load_results(p) for p in _committed_results(aa=False)]
     for f in files:
@@ -226,7 +228,9 @@ def test_the_readme_leads_with_kernel_vs_best_peer_beside_eager_call_vs_upstream
         assert line[kernel] == report._ci(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
         assert line[eager] == report._ci(m["device_us"]["vs_baseline"]), (f.task, f.gpu)
         assert line[below] == report.rows_below_one(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
+        assert line[latest] == report.latest_cell(f), (f.task, f.gpu)
     assert len(files) == len(rows)
+    assert any(report.vs_latest(f) for f in files)  # the committed H200 files of the tasks that pin 0.5.23
     assert "**Kernel vs best peer**" in (repo_root() / "README.md").read_text()  # the sentence saying what it means
 
 
@@ -290,9 +294,10 @@ def test_results_md_leads_with_both_figures_the_rows_below_one_and_the_readmes_r
     f = report.ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100"}, GRAPH_ROWS, summary)
     aa = report.ResultsFile(tmp_path / "h100-aa.jsonl.gz", {"gpu_slug": "h100", "aa": True}, [], summary)
     text = "\n".join(report.lead_section([aa, f]))
-    assert "| GPU | kernel vs best peer | eager call vs upstream | rows below 1 | worst row below 1 |" in text
-    assert "| H100 | 1.100 [1.050, 1.150] | 1.600 [1.500, 1.700] | 2/4 | worst: 0.850 [0.800, 0.900] vs baseline |" \
-        in text
+    assert "| GPU | kernel vs best peer | eager call vs upstream | rows below 1 | worst row below 1 | over today's " \
+           "SGLang |" in text
+    assert "| H100 | 1.100 [1.050, 1.150] | 1.600 [1.500, 1.700] | 2/4 | worst: 0.850 [0.800, 0.900] vs baseline " \
+           "| - |" in text  # no row ran the peer latest
     assert text.count("| H100 |") == 1  # the A/A file has no user reading
     assert "H100, uncaptured: no graph_us interval over a peer, the candidate's graph capture failed" in text
     assert report.READ_RIGHT in text and report.lead_section([aa]) == []
@@ -378,3 +383,25 @@ def test_the_e2e_table_reads_a_blocks_results_file(tmp_path):
            "| 0.970 [0.960, 0.980] | 1.031 |" in text
     assert "(not yet validated" in text
     assert report.e2e_table([]).startswith("No model block has been timed on a GPU yet")
+
+
+def _latest_row(rid, latest, cand, production=True, status="PASS", failed=0):
+    return {"id": rid, "production": production, "status": status,
+            "checks": {"latest": {"checks": 1, "failed": failed}},
+            "samples": {"latest": {"graph_us": latest}, "candidate": {"graph_us": cand}}}
+
+
+def test_over_todays_sglang_reads_the_latest_arms_samples_of_passing_production_rows_where_it_was_correct(tmp_path):
+    rows = [_latest_row("faster", [2.0, 2.0, 2.1], [1.0, 1.0, 1.0]),  # 2x, interval above 1
+            _latest_row("slower", [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]),  # 0.5x: wholly below 1
+            _latest_row("latest_wrong", [9.0] * 3, [1.0] * 3, failed=1),  # the peer failed its check: not a peer
+            _latest_row("test_only", [9.0] * 3, [1.0] * 3, production=False),
+            _latest_row("cand_failed", [9.0] * 3, [1.0] * 3, status="FAIL"),
+            {"id": "no_latest", "production": True, "status": "PASS", "checks": {}, "samples": {}}]
+    f = report.ResultsFile(tmp_path / "h200.jsonl.gz", {"gpu_slug": "h200"}, rows, {})
+    e = report.vs_latest(f)
+    assert e["rows"] == 2 and e["rows_ci_below_1"] == 1 and e["min"]["id"] == "slower"
+    assert abs(e["geomean"] - 1.0) < 1e-9  # sqrt(2 * 0.5)
+    assert report.latest_cell(f) == f"{report._ci(e)}, 1/2 below 1"
+    none = report.ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100"}, rows[2:], {})
+    assert report.vs_latest(none) is None and report.latest_cell(none) == "-"

@@ -179,3 +179,48 @@ def test_real_entry_point_loads_through_shim(monkeypatch):
         assert Path(plat.__file__) == SHIM_DIR / "sglang_platforms.py"
     finally:
         _purge("sglang")
+
+
+def test_a_second_task_of_the_same_process_extends_the_finder_and_a_conflicting_pin_is_refused(fake_tree, tmp_path):
+    """kda e2e loads several tasks' upstream files into one process: the second task's files join the first's
+    finder (the first GPU run of the blocks failed every upstream arm when they did not), but one module vendored
+    from two different files is refused."""
+    top, root, files, _ = fake_tree
+    f = install_finder(top, root, files[1:2], [])  # task A: util only
+    with pytest.raises(ImportError, match="neither a vendored file"):
+        importlib.import_module(f"{top}.kernels.triton.greedy")
+    assert install_finder(top, root, files[2:], []) is f  # task B: greedy, same release
+    assert f.files[f"{top}.kernels.triton.util"] == root / files[1]
+    with pytest.raises(ImportError, match=rf"'{top}\.not_vendored"):  # B's file is now answered (and imports on)
+        importlib.import_module(f"{top}.kernels.triton.greedy")
+    other = tmp_path / "elsewhere"
+    with pytest.raises(KdaError, match="already vendored from"):
+        install_finder(top, other, files[1:2], [])  # the same module from another tree: two different pins
+
+
+def test_the_triton_tasks_baselines_load_side_by_side_in_one_process():
+    """The real case: four tasks' pinned SGLang 0.5.15 files in one interpreter, as an e2e block's upstream arm
+    loads them (each task vendors its own subset of the one release)."""
+    import os
+    import subprocess
+    import textwrap
+
+    from kda.core.paths import repo_root
+
+    code = textwrap.dedent("""\
+        from kda.harness.worker import _interpreter_autotune, _interpreter_device_module
+        _interpreter_autotune(); _interpreter_device_module()
+        from kda.definition.task import Task
+        from kda.vendor import load_entry_points, vendor_task
+        names = []
+        for t in ("fuse_scale_shift", "norm_infer", "rotary_embedding", "group_norm_silu"):
+            task = Task.load(t)
+            names += sorted(load_entry_points(task.cfg, vendor_task(task.cfg)))
+        print(" ".join(names))
+        """)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo_root())}
+    proc = subprocess.run([sys.executable, "-O", "-c", code], cwd=repo_root(), env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = proc.stdout.split()
+    assert {"fuse_scale_shift_kernel", "norm_infer", "apply_rotary_embedding"} <= set(loaded) and len(loaded) >= 8
