@@ -5,7 +5,7 @@ of its GPUs work. This keeps every GPU busy and outlives the call:
 
 - `start` copies the repository to WORK/repo (the next call re-sends the working tree, which would overwrite results
   files written in place) and starts the scheduler in a new process session, which a call's end does not kill;
-- `wait` returns when the queue is done or its time is up, packing what finished into OUT (results.tar for
+- `wait` returns when the queue is done or its time is up, packing what finished into OUT/queue/ (results.tar for
   `kda intake`, e2e.tar with the end-to-end blocks' results, logs.tar, queue.txt); the scheduler runs on between
   calls, so the next call's `wait` picks up where this one stopped.
 
@@ -268,7 +268,9 @@ def cmd_wait(args) -> int:
     text = summary(work, jobs, time.time())
     print(text)
     if args.out:
-        out = Path(args.out)
+        # A folder of its own under OUT: on 2026-11-28 a gpu_tasks.sh run beside the queue in one call wrote its own
+        # OUT/results.tar over the queue's, and a finished bench was lost with it.
+        out = Path(args.out) / "queue"
         out.mkdir(parents=True, exist_ok=True)
         for name in ("results.tar", "e2e.tar", "logs.tar"):
             if (work / name).exists():

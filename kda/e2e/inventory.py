@@ -1,9 +1,12 @@
 """Where a block's GPU time goes, per arm, and the gain the task results predict for it (issue 33).
 
-The inventory of one block call: every CUDA kernel's device time, grouped into families. Kernels launched from a
-call site are the site's task's (the call is wrapped in a profiler range `kda.site:<site>:<task>`, so the profiler
-attributes them without guessing from kernel names, which differ between Triton, CuTe DSL and CUDA builds); the
-rest are told apart by name: GEMM, attention, copies, other elementwise.
+The inventory of one block call: every CUDA kernel's device time, grouped into families. Kernels run by a call site
+are the site's task's, without guessing from kernel names (which differ between Triton, CuTe DSL and CUDA builds):
+in the profiled call each site runs inside a profiler range `kda.site:<site>:<task>` with the device synchronized
+on entry and on exit, so every kernel it launched runs inside that range's time window and no other kernel does.
+The window, not the profiler's link from a kernel to the CPU op that launched it: on the first GPU run (H200,
+2026-11-28) Triton's launches had no such link, and every Triton kernel, upstream's and the candidates', was missing
+from the inventories. The rest are told apart by name: GEMM, attention, copies, other elementwise.
 
 The prediction is Amdahl's law over the upstream arm's inventory: the block's time with each task's share divided
 by that task's measured speedup on the same rows (the task results files: graph_us over upstream, the rows the
@@ -16,6 +19,10 @@ import re
 from typing import Callable
 
 SITE_PREFIX = "kda.site:"
+# Recorded in each results file's provenance: how its inventories told a site's kernels apart. Files without it
+# (the first GPU run) attributed by the profiler's CPU link, which missed every Triton kernel: no prediction is read
+# from them.
+INVENTORY_METHOD = "site windows"
 FAMILIES = ("gemm", "attention", "copy", "other")
 _PATTERNS = (
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|softmax", re.I)),
@@ -36,8 +43,10 @@ def site_range(site: str, task: str) -> str:
     return f"{SITE_PREFIX}{site}:{task}"
 
 
-def labelled(fns: dict[str, Callable], tasks: dict[str, str]) -> dict[str, Callable]:
-    """Each site's function wrapped in a profiler range naming the site and its task (a no-op unless profiling)."""
+def labelled(fns: dict[str, Callable], tasks: dict[str, str],
+             sync: Callable[[], None] = lambda: None) -> dict[str, Callable]:
+    """Each site's function wrapped in a profiler range naming the site and its task, `sync` (the device's
+    synchronize, for the profiled call only: never in a timed one) called on entering and before leaving it."""
     from torch.profiler import record_function
 
     def wrap(site: str, fn: Callable) -> Callable:
@@ -45,7 +54,10 @@ def labelled(fns: dict[str, Callable], tasks: dict[str, str]) -> dict[str, Calla
 
         def call(*args, **kwargs):
             with record_function(label):
-                return fn(*args, **kwargs)
+                sync()  # what was queued before the site finishes before the window opens
+                out = fn(*args, **kwargs)
+                sync()  # and the site's own kernels inside it
+                return out
 
         return call
 
@@ -82,19 +94,33 @@ def profile_events(fn: Callable, cuda: bool = True) -> list[dict]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from torch.autograd import DeviceType
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         fn()
         if cuda:
             torch.cuda.synchronize()
-    out = []
+    windows, kernels = [], []
     for evt in prof.events():
-        for k in getattr(evt, "kernels", ()) or ():
-            ranges, parent = [], evt
-            while parent is not None:
-                ranges.append(parent.name)
-                parent = parent.cpu_parent
-            out.append({"name": k.name, "device_us": k.duration, "ranges": ranges})
+        span = (evt.time_range.start, evt.time_range.end)
+        if evt.device_type == DeviceType.CPU and evt.name.startswith(SITE_PREFIX):
+            windows.append((*span, evt.name))
+        elif evt.device_type == DeviceType.CUDA:  # kernels, memcpys and memsets, linked to a CPU op or not
+            kernels.append({"name": evt.name, "start_us": span[0], "end_us": span[1]})
+    return attribute(kernels, windows)
+
+
+def attribute(kernels: list[dict], windows: list[tuple[float, float, str]]) -> list[dict]:
+    """Each device event ({"name", "start_us", "end_us"}, on the profiler's one timeline) with its device time and
+    the site range whose window holds its midpoint (`ranges`, empty outside every site): the form `summarize`
+    reads. The midpoint, since the clocks of host and device agree to a microsecond or so and a synchronized window
+    starts after everything before it has finished."""
+    out = []
+    for k in kernels:
+        mid = (k["start_us"] + k["end_us"]) / 2
+        ranges = [name for start, end, name in windows if start <= mid <= end]
+        out.append({"name": k["name"], "device_us": k["end_us"] - k["start_us"], "ranges": ranges[-1:]})
     return out
 
 

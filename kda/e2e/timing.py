@@ -118,6 +118,9 @@ class Cuda:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / (calls * replays)
 
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
     def profile(self, fn) -> list[dict]:
         return inventory.profile_events(fn, cuda=True)
 
@@ -137,7 +140,8 @@ def _inventory(block: BlockDef, arm: str, model, k: KernelSet, args: dict) -> di
     """One block call profiled, each site inside a range naming its task (kda.e2e.inventory); the compile arm's
     sites are traced into its graph, so its kernels are told apart by name only."""
     if arm != "compile":
-        k = KernelSet(arm, inventory.labelled(k._fns, {s.name: s.task for s in block.sites}), k.sources)
+        k = KernelSet(arm, inventory.labelled(k._fns, {s.name: s.task for s in block.sites}, DEV.synchronize),
+                      k.sources)
     return inventory.summarize(DEV.profile(lambda: model(k, **args)))
 
 
@@ -300,7 +304,8 @@ def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tupl
             "trials": trials, "target_sample_us": TARGET_SAMPLE_US, "max_graph_calls": MAX_GRAPH_CALLS,
             **git_state(), "torch": torch.__version__,
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "wheel": block.data["wheel"], "follows": str(block.follows), "not_yet_validated": True}
+            "wheel": block.data["wheel"], "follows": str(block.follows), "not_yet_validated": True,
+            "inventory": inventory.INVENTORY_METHOD}
     t0 = time.monotonic()
     rows = []
     for i, w in enumerate(workloads, 1):

@@ -243,21 +243,30 @@ def e2e_table(paths: list[Path]) -> str:
                 "`diffusion/e2e/<block>/results/<gpu>.jsonl.gz` ([docs/e2e.md](docs/e2e.md)).")
     lines = ["| block | GPU | workload | cand / upstream eager_us | cand / upstream graph_us | cand / compile graph_us "
              "| predicted graph_us |", "|---|---|---|---|---|---|---|"]
+    from kda.e2e.inventory import INVENTORY_METHOD
+
+    unattributed = []
     for path in paths:
         records = results_file.read_records(path)
         prov = records[0]
+        trusted = prov.get("inventory") == INVENTORY_METHOD
+        if not trusted:
+            unattributed.append(str(prov.get("block")))
         for r in (r for r in records if r.get("type") == "row"):
             up, comp = (r.get("speedup") or {}).get("candidate/upstream") or {}, \
                 (r.get("speedup") or {}).get("candidate/compile") or {}
-            pred = (r.get("predicted") or {}).get("graph_us")
+            pred = (r.get("predicted") or {}).get("graph_us") if trusted else None
             lines.append(f"| {prov.get('block')} | {str(prov.get('gpu_slug', '?')).upper()} | {r['id']} "
                          f"| {_ci(up.get('eager_us'))} | {_ci(up.get('graph_us'))} | {_ci(comp.get('graph_us'))} "
                          f"| {_f(pred, 3) if pred else '-'} |")
     note = " (not yet validated: the first GPU runs of the timing code)" \
         if any(results_file.read_records(p)[0].get("not_yet_validated") for p in paths) else ""
+    gap = (f" No prediction is shown for {', '.join(sorted(set(unattributed)))}: their inventories were taken "
+           "before kernels were attributed to call sites by time window and miss every Triton kernel "
+           "(docs/e2e.md)." if unattributed else "")
     return "\n".join(lines + ["", f"Median paired per-trial ratios with 95% bootstrap intervals{note}; predicted: "
                                "Amdahl over the upstream arm's profiler inventory with each task's measured graph_us "
-                               "speedup on the rows the workload was read from."])
+                               f"speedup on the rows the workload was read from.{gap}"])
 
 
 def timing_method(results: dict[Path, list[ResultsFile]]) -> str:

@@ -78,3 +78,29 @@ def test_the_prediction_reads_the_task_results_rows_the_workload_came_from():
     e2e_row["catalog_rows"] = {}
     assert timing.predicted(e2e_row, "h100")["task_speedups"] == {"fuse_scale_shift": pytest.approx(geo)}
     assert timing.predicted({"catalog_rows": {}, "arms": {}}, "h100") is None
+
+
+def test_the_profiled_sites_synchronize_on_entry_and_exit_inside_their_range():
+    calls = []
+    fns = inv.labelled({"s": lambda x: calls.append("site") or x + 1}, {"s": "task_a"},
+                       sync=lambda: calls.append("sync"))
+    assert fns["s"](1) == 2 and calls == ["sync", "site", "sync"]
+
+
+def test_kernels_belong_to_the_site_whose_window_holds_them_linked_to_a_cpu_op_or_not():
+    """The first GPU run lost every Triton kernel (no link to a launching CPU op): attribution is by time window
+    now. A kernel inside a site's window is the site's task's, one outside every window is told apart by name, and
+    a kernel straddling a window's edge by a microsecond goes where its midpoint is."""
+    windows = [(100.0, 200.0, inv.site_range("norm1", "group_norm_silu")),
+               (300.0, 400.0, inv.site_range("mod", "fuse_scale_shift"))]
+    kernels = [{"name": "_group_norm_silu_fwd", "start_us": 120.0, "end_us": 180.0},  # a Triton kernel, unlinked
+               {"name": "elementwise_kernel_copy", "start_us": 199.0, "end_us": 203.0},  # midpoint 201: outside
+               {"name": "sm90_xmma_gemm", "start_us": 220.0, "end_us": 290.0},
+               {"name": "fuse_scale_shift_kernel", "start_us": 299.5, "end_us": 330.5}]  # midpoint inside
+    events = inv.attribute(kernels, windows)
+    assert [e["ranges"] for e in events] == [[windows[0][2]], [], [], [windows[1][2]]]
+    assert events[0]["device_us"] == 60.0
+    got = inv.summarize(events)
+    assert got["tasks"] == {"group_norm_silu": 60.0, "fuse_scale_shift": 31.0}
+    assert got["families"]["gemm"] == 70.0 and got["families"]["copy"] == 4.0
+    assert got["total_us"] == 165.0

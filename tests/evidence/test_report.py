@@ -376,12 +376,18 @@ def test_the_e2e_table_reads_a_blocks_results_file(tmp_path):
                        "candidate/compile": {"graph_us": sp(0.97)}},
            "predicted": {"graph_us": 1.031}}
     path = results_file.write(tmp_path / "h100.jsonl.gz", [
-        {"type": "provenance", "block": "qwen_image", "gpu_slug": "h100", "not_yet_validated": True}, row,
-        {"type": "summary", "rows": 1}])
+        {"type": "provenance", "block": "qwen_image", "gpu_slug": "h100", "not_yet_validated": True,
+         "inventory": "site windows"}, row, {"type": "summary", "rows": 1}])
     text = report.e2e_table([path])
     assert "| qwen_image | H100 | qwen_image_1024px_txt47 | 1.040 [1.030, 1.050] | 1.020 [1.010, 1.030] " \
            "| 0.970 [0.960, 0.980] | 1.031 |" in text
-    assert "(not yet validated" in text
+    assert "(not yet validated" in text and "No prediction is shown" not in text
+    # a file from before the inventory attributed by time window: its prediction is not shown, and why
+    old = results_file.write(tmp_path / "h200.jsonl.gz", [
+        {"type": "provenance", "block": "wan", "gpu_slug": "h200"}, {**row, "id": "wan_t2v"}, {"type": "summary"}])
+    text = report.e2e_table([path, old])
+    assert "| wan | H200 | wan_t2v | 1.040 [1.030, 1.050] | 1.020 [1.010, 1.030] | 0.970 [0.960, 0.980] | - |" in text
+    assert "No prediction is shown for wan:" in text and "| 1.031 |" in text
     assert report.e2e_table([]).startswith("No model block has been timed on a GPU yet")
 
 

@@ -62,6 +62,8 @@ def test_wait_packs_into_out_and_summarises_each_job_within_80_columns(queue, tm
     work, labels = queue
     out = tmp_path / "out"
     assert Q.main(["wait", str(work), "--for", "5", "--out", str(out)]) == 0
+    assert [p.name for p in out.iterdir()] == ["queue"]  # a folder of its own: gpu_tasks.sh writes OUT/results.tar
+    out = out / "queue"
     assert sorted(p.name for p in out.iterdir()) == ["e2e.tar", "logs.tar", "queue.txt", "results.tar"]
     text = (out / "queue.txt").read_text()
     assert all(len(line) <= 80 for line in text.splitlines())
