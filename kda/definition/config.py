@@ -130,6 +130,9 @@ SPEC = {
         "shims": Field(ListOf(str)),
         "entry_points": Field(ListOf(str), doc="'module:function' in the later release, by the baseline's names",
                               check=lambda v: next((e for e in map(_entry, v) if e), None)),
+        "note": Field(str, required=False, default="",
+                      doc="where none is pinned, why, in a few words (README's 'over today's SGLang' cell)",
+                      check=lambda v: "at most 40 characters" if len(v) > 40 else None),
     }),
     "bench": Field({
         "metric": Field(str, check=one_of(*METRICS), doc="headline metric"),

@@ -228,7 +228,8 @@ def test_the_readme_leads_with_kernel_vs_best_peer_beside_eager_call_vs_upstream
         assert line[kernel] == report._ci(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
         assert line[eager] == report._ci(m["device_us"]["vs_baseline"]), (f.task, f.gpu)
         assert line[below] == report.rows_below_one(m["graph_us"]["vs_best_peer"]), (f.task, f.gpu)
-        assert line[latest] == report.latest_cell(f), (f.task, f.gpu)
+        note = report.latest_note(f.path.parent.parent)
+        assert line[latest] == report.latest_cell(f, note), (f.task, f.gpu)
     assert len(files) == len(rows)
     assert any(report.vs_latest(f) for f in files)  # the committed H200 files of the tasks that pin 0.5.23
     assert "**Kernel vs best peer**" in (repo_root() / "README.md").read_text()  # the sentence saying what it means
@@ -411,3 +412,5 @@ def test_over_todays_sglang_reads_the_latest_arms_samples_of_passing_production_
     assert report.latest_cell(f) == f"{report._ci(e)}, 1/2 below 1"
     none = report.ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100"}, rows[2:], {})
     assert report.vs_latest(none) is None and report.latest_cell(none) == "-"
+    assert report.latest_cell(none, "= upstream: same kernel") == "= upstream: same kernel"  # none pinned: why
+    assert report.latest_note(repo_root() / "diffusion/kernels/group_norm_silu")  # every unpinned task says why
