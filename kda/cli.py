@@ -116,7 +116,7 @@ def _static(args) -> int:
 def cmd_e2e(args) -> int:
     """Model blocks as the benchmark subject (docs/e2e.md), one after the other (one process: on the CPU the import
     costs more than a small block's check): on the CPU, each block's arms at reduced sizes against the fp32 path; on
-    a GPU, every arm timed at production sizes (that part has not run on a GPU yet)."""
+    a GPU, every arm timed at production sizes (first run on two H200s on 2026-11-28)."""
     if args.cpu:
         # Before anything imports Triton: the candidate's kernels run in its interpreter (as `kda check --cpu`).
         os.environ["TRITON_INTERPRET"] = "1"
@@ -147,7 +147,9 @@ def _e2e_block(name: str, args) -> int:
         from kda.e2e.timing import TRIALS, bench
 
         skip = args.skip_arm or []
-        print(f"wrote {bench(block, [args.arm] if args.arm else None, skip, args.trials or TRIALS)}")
+        path = bench(block, [args.arm] if args.arm else None, skip, args.trials or TRIALS,
+                     predict=not args.no_predict)
+        print(f"wrote {path}")
         return 0
     from kda.e2e.check import check_cpu
 
@@ -677,6 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-arm", action="append", metavar="ARM", help="leave this arm out (repeatable; "
                    "`--skip-arm compile` spares torch.compile's minute per workload)")
     p.add_argument("--trials", type=int, help="GPU: trials per workload (default 15)")
+    p.add_argument("--no-predict", action="store_true", help="GPU: no Amdahl prediction from the task results "
+                   "(which must otherwise have measured the solutions in the tree)")
     p.set_defaults(fn=cmd_e2e)
 
     p = sub.add_parser("compile", help="compile every Triton launch of each candidate's production rows for a GPU "

@@ -289,16 +289,42 @@ def results_path(block: BlockDef, slug: str, out: Path | None = None) -> Path:
     return Path(out or block.path / "results") / results_file.file_name(slug)
 
 
+def stale_task_results(block: BlockDef, slug: str) -> list[str]:
+    """The block's tasks whose results file for this GPU measured another solution than the one in the tree: a
+    prediction read from it would credit the block with a kernel it does not run. One line each (file, block, task,
+    both solution hashes); a task without a results file for this GPU is not stale (its prediction is None)."""
+    from kda.definition.task import Task
+    from kda.evidence.ledger import hash_of_provenance, solution_hash
+
+    problems = []
+    for name in block.tasks:
+        task = Task.load(name)
+        path = results_file.find(task.results_dir(), slug)
+        if path is None:
+            continue
+        measured, now = hash_of_provenance(results_file.read_records(path)[0]), solution_hash(task.path)
+        if measured != now:
+            problems.append(f"{path}: block {block.name}, task {name}: measured solution {measured[:12]}, the tree "
+                            f"has {now[:12]}")
+    return problems
+
+
 def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tuple = (), trials: int = TRIALS,
-          out: Path | None = None, log: Callable[[str], None] = _log) -> Path:
+          out: Path | None = None, log: Callable[[str], None] = _log, predict: bool = True) -> Path:
     """Time every workload of the block on each arm; write (and rewrite after each workload) the results file
-    `<out or block/results>/<gpu>.jsonl.gz`. Returns its path."""
+    `<out or block/results>/<gpu>.jsonl.gz`. Returns its path. `predict`: each row's Amdahl prediction from the
+    task results files, which must have measured the solutions in the tree (else an error before anything runs)."""
     if not DEV.available():
         raise KdaError(f"{block.label}: timing needs a GPU; on the CPU run `kda e2e {block.name} --cpu`")
     arms = select_arms(block, arms, skip)
     workloads = block.workloads()
     name = DEV.name()
     slug = gpu_slug(name)
+    stale = stale_task_results(block, slug) if predict else []
+    if stale:
+        raise KdaError("a task results file measured another solution than the tree's, so the block's predictions "
+                       "would not be of these kernels; `kda bench TASK` first, or `kda e2e --no-predict`:\n  "
+                       + "\n  ".join(stale))
     path = results_path(block, slug, out)
     prov = {"type": "provenance", "block": block.name, "gpu": name, "gpu_slug": slug, "arms": arms,
             "trials": trials, "target_sample_us": TARGET_SAMPLE_US, "max_graph_calls": MAX_GRAPH_CALLS,
@@ -319,7 +345,7 @@ def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tupl
             DEV.free()
         DEV.free()
         try:
-            row["predicted"] = predicted(row, slug)
+            row["predicted"] = predicted(row, slug) if predict else None
         except Exception as e:  # noqa: BLE001 - a task results file that does not read is no reason to lose the row
             row["predicted"], row["predicted_error"] = None, _error(e)
         rows.append(row)

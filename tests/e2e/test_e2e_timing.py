@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from kda.core.errors import KdaError
 from kda.core.paths import repo_root
 from kda.e2e import check, inventory, timing
 from kda.e2e.block import Workload, load_block
@@ -216,3 +217,28 @@ def test_kda_e2e_on_a_gpu_goes_through_bench(cpu, monkeypatch, tmp_path, capsys)
     assert f"wrote {path}" in capsys.readouterr().out
     rows = [r for r in results_file.read_records(path) if r["type"] == "row"]
     assert len(rows) == 2 and all(len(r["arms"]["eager"]["eager_us"]) == 2 for r in rows)
+
+
+def test_a_task_results_file_of_another_solution_stops_the_run_before_anything_runs(cpu, monkeypatch, tmp_path):
+    """Issue 33's bad input: a prediction read from a results file that measured another solution would credit the
+    block with kernels it does not run. fuse_scale_shift's committed H200 file measured the solution in the tree;
+    with its solution hash changed, the run stops naming the file, block and task, and --no-predict runs it anyway.
+    (cutedsl_norm_scale_shift's H200 file predates an import-path edit of its solution: listed either way.)"""
+    from kda.e2e.block import load_block
+    from kda.evidence import ledger
+
+    wan = load_block("wan")
+    before = timing.stale_task_results(wan, "h200")
+    assert not any("task fuse_scale_shift" in p for p in before)
+    real = ledger.solution_hash
+    monkeypatch.setattr(ledger, "solution_hash", lambda d: "0" * 64 if d.name == "fuse_scale_shift" else real(d))
+    (problem,) = set(timing.stale_task_results(wan, "h200")) - set(before)
+    assert "fuse_scale_shift/results/h200.jsonl.gz: block wan, task fuse_scale_shift" in problem
+    _, block = cpu
+    monkeypatch.setattr(timing, "stale_task_results", lambda b, slug: [problem])
+    monkeypatch.setattr(timing, "results_path", lambda b, slug, out=None: tmp_path / results_file.file_name(slug))
+    with pytest.raises(KdaError, match="--no-predict"):
+        timing.bench(block, ["eager"], trials=2)
+    assert not list(tmp_path.iterdir())  # nothing written
+    path = timing.bench(block, ["eager"], trials=2, predict=False)
+    assert all(r.get("predicted") is None for r in results_file.read_records(path) if r["type"] == "row")
