@@ -414,3 +414,46 @@ def test_over_todays_sglang_reads_the_latest_arms_samples_of_passing_production_
     assert report.vs_latest(none) is None and report.latest_cell(none) == "-"
     assert report.latest_cell(none, "= upstream: same kernel") == "= upstream: same kernel"  # none pinned: why
     assert report.latest_note(repo_root() / "diffusion/kernels/group_norm_silu")  # every unpinned task says why
+
+
+def _e2e_file(path, inventory_method="site windows"):
+    from kda.harness import results_file
+
+    inv = lambda total, task, gemm: {"total_us": total, "tasks": {"group_norm_silu": task},  # noqa: E731
+                                     "families": {"gemm": gemm, "attention": 0.0, "copy": 0.0,
+                                                  "other": total - task - gemm}}
+    sp = {"median": 1.2, "ci": [1.1, 1.3], "n": 5}
+    row = {"type": "row", "id": "hyvae_up3", "speedup": {"candidate/upstream": {"eager_us": sp, "graph_us": sp}},
+           "arms": {"upstream": {"inventory": inv(100.0, 40.0, 50.0)},
+                    "candidate": {"inventory": inv(70.0, 10.0, 50.0)}}}
+    prov = {"type": "provenance", "block": "hunyuanvae_up_block", "gpu": "NVIDIA H200", "gpu_slug": "h200",
+            "arms": ["upstream", "candidate"], "trials": 5, "time_utc": "2026-11-28T00:00:00+00:00",
+            "commit": "abcdef0123456789"}
+    if inventory_method:
+        prov["inventory"] = inventory_method
+    return results_file.write(path, [prov, row, {"type": "summary"}])
+
+
+def test_a_blocks_inventory_plot_draws_both_arms_as_shares_of_upstream_and_its_page_links_it(tmp_path):
+    path = _e2e_file(tmp_path / "h200.jsonl.gz")
+    data = report.e2e_plot_data(path)
+    assert data["ids"] == ["hyvae_up3 upstream", "hyvae_up3 candidate"]
+    assert data["categories"] == ["group_norm_silu", "gemm", "attention", "copy", "other"]
+    assert data["series"] == [[0.4, 0.5, 0.0, 0.0, 0.1], [0.1, 0.5, 0.0, 0.0, 0.1]]  # candidate: 0.7 of upstream
+    svg = report.render_plot(data)
+    assert svg == report.render_plot(data) and len(svg) <= report.PLOT_MAX_BYTES and b"group_norm_silu" in svg
+    page = report.e2e_block_md(tmp_path, [path])
+    assert "![inventory](plots/h200-inventory.svg)" in page and "| hunyuanvae_up_block | H200 | hyvae_up3 |" in page
+    # inventories from before attribution by time window (the first GPU run): no plot, and the page says why
+    old = _e2e_file(tmp_path / "h100.jsonl.gz", inventory_method=None)
+    assert report.e2e_plot_data(old) is None
+    assert "No inventory plot" in report.e2e_block_md(tmp_path, [old])
+
+
+def test_every_block_with_results_has_its_page_and_readme_links_it():
+    readme = (repo_root() / "README.md").read_text()
+    pages = report.e2e_by_block()
+    assert pages  # the first GPU runs committed block results
+    for block_dir in pages:
+        assert (block_dir / "results.md").is_file()
+        assert f"[{block_dir.name}](diffusion/e2e/{block_dir.name}/results.md)" in readme
