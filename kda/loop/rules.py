@@ -12,9 +12,15 @@ back to another path there; this check cannot see the fallback, only that the bu
 The second: torch.compile can trace it. Checked by behaviour, not by name: the candidate is called through its
 adapter on fake CUDA tensors (FakeTensorMode, as dynamo propagates shapes; no GPU needed) for each production row;
 a custom op with a fake implementation returns fake outputs, a raw Triton or CUDA launch cannot run on them.
+
+The third: bounded caches. Read from the source (`cache_check`): a module-level dict (or `functools.cache`, an
+`lru_cache` without a maxsize) that a function writes is a cache; it is bounded when the module evicts from it
+(`.pop`, `.popitem`, `.clear`, `del`) or checks its `len`, or when its line says why it cannot grow (a comment
+`# bounded: ...`, which the page shows for a reviewer to judge). kda.runtime.lean_launch.LaunchCache bounds itself.
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -111,6 +117,9 @@ def check(task_dirs: list[Path], archs=ARCHS, jobs: int | None = None, nvcc: str
             out.append(traceable_check(task))
             if progress:
                 progress(out[-1])
+            out.append(cache_check(d))
+            if progress:
+                progress(out[-1])
         for f in pending:
             out.append(f.result())
             if progress:
@@ -143,6 +152,91 @@ def traceable_check(task) -> Result:
     return Result(task.name, 0, "trace", f"{len(rows)} rows", True, "traced on fake tensors")
 
 
+_DICT_CALLS = {"dict", "OrderedDict", "defaultdict"}
+_EVICT = {"pop", "popitem", "clear"}
+
+
+def _is_dict(node) -> bool:
+    if isinstance(node, ast.Dict):
+        return True
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (isinstance(f, ast.Name) and f.id in _DICT_CALLS) or (isinstance(f, ast.Attribute)
+                                                                   and f.attr in _DICT_CALLS)
+    return False
+
+
+def unbounded_caches(source: str, filename: str = "<solution>") -> tuple[list[str], list[str]]:
+    """(unbounded, declared) in one module: each `file:line name` of a cache that grows without bound, and each
+    cache whose line declares its bound (`# bounded: why`), with the reason."""
+    tree = ast.parse(source, filename)
+    lines = source.splitlines()
+    dicts = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        value = getattr(node, "value", None)
+        if value is not None and _is_dict(value):
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    dicts[t.id] = node.lineno
+    written, bounded = set(), set()
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in node.decorator_list:  # functools.cache / lru_cache(maxsize=None): unbounded by construction
+                name = dec.func if isinstance(dec, ast.Call) else dec
+                attr = name.attr if isinstance(name, ast.Attribute) else getattr(name, "id", "")
+                unbounded = attr == "cache" or (attr == "lru_cache" and isinstance(dec, ast.Call) and any(
+                    k.arg == "maxsize" and isinstance(k.value, ast.Constant) and k.value.value is None
+                    for k in dec.keywords))
+                if unbounded:
+                    bad.append(f"{filename}:{dec.lineno} {node.name} (@{attr} without a maxsize)")
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in dicts:
+            if isinstance(node.ctx, ast.Store):
+                written.add(node.value.id)
+            elif isinstance(node.ctx, ast.Del):
+                bounded.add(node.value.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id in dicts:
+            if node.func.attr in ("setdefault", "update", "__setitem__"):
+                written.add(node.func.value.id)
+            elif node.func.attr in _EVICT:
+                bounded.add(node.func.value.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and \
+                node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in dicts:
+            bounded.add(node.args[0].id)
+        elif isinstance(node, ast.Call):  # handed to a function, which may write it: counted as written
+            for a in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(a, ast.Name) and a.id in dicts:
+                    written.add(a.id)
+    declared = []
+    for name in sorted(written - bounded, key=dicts.get):
+        line = lines[dicts[name] - 1]
+        why = re.search(r"#\s*bounded:\s*(.+)$", line)
+        if why:
+            declared.append(f"{filename}:{dicts[name]} {name} ({why.group(1).strip()})")
+        else:
+            bad.append(f"{filename}:{dicts[name]} {name}")
+    return bad, declared
+
+
+def cache_check(task_dir: Path) -> Result:
+    """Every Python file of the solution: a cache that grows without bound fails the rule (all of them named)."""
+    sol = Path(task_dir) / "solution"
+    files = sorted(sol.rglob("*.py"))
+    bad, declared = [], []
+    for f in files:
+        b, d = unbounded_caches(f.read_text(), f.relative_to(sol).as_posix())
+        bad += b
+        declared += d
+    what = f"{len(files)} files"
+    if bad:
+        return Result(Path(task_dir).name, 0, "caches", what, False, "unbounded: " + ", ".join(bad))
+    return Result(Path(task_dir).name, 0, "caches", what, True,
+                  ("declared bounded: " + ", ".join(declared)) if declared else "no unbounded cache")
+
+
 def markdown(results: list[Result], archs, commit: str) -> str:
     """The matrix as a page: one row per task, one column per architecture."""
     tasks = sorted({r.task for r in results})
@@ -166,4 +260,11 @@ def markdown(results: list[Result], archs, commit: str) -> str:
                 "its adapter on fake CUDA tensors for every production row.", "", "| task | traced | first failure |",
                 "|---|---|---|"]
         out += [f"| {r.task} | {'yes' if r.ok else '**no**'} | {'-' if r.ok else r.detail} |" for r in traced]
+    caches = [r for r in results if r.kind == "caches"]
+    if caches:
+        out += ["", "Bounded caches, read from the source: a module-level dict a function writes must be evicted from "
+                "or size-checked, or say on its line why it cannot grow (`# bounded: ...`, shown here for the "
+                "reviewer); `functools.cache` and `lru_cache(maxsize=None)` never are.", "",
+                "| task | bounded | what |", "|---|---|---|"]
+        out += [f"| {r.task} | {'yes' if r.ok else '**no**'} | {r.detail} |" for r in caches]
     return "\n".join(out) + "\n"

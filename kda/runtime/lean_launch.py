@@ -69,6 +69,11 @@ class LaunchCache:
     order, the tensors, the integers, the floats and the constexprs. `grid` is a 3-tuple. `cache.run(plan,
     tensors, floats)` does the same from a prebuilt `Plan`."""
 
+    # Compiled launches kept per kernel. A plan key holds the specialised integers, so a caller sweeping shapes adds
+    # entries for ever (issue 37: bounded caches in production); past this many the oldest goes (insertion order: a
+    # hit costs nothing extra, and an evicted plan is only Triton's own launch path once more).
+    MAX_ENTRIES = 256
+
     def __init__(self, kernel):
         self.kernel = kernel
         self.compiled = {}
@@ -85,6 +90,8 @@ class LaunchCache:
                                        **dict(plan.options))
             # Under the interpreter the JIT returns no CompiledKernel; `run` is a property that loads the binary.
             if not hooks and getattr(k, "run", None) is not None and getattr(k, "function", None) is not None:
+                if len(self.compiled) >= self.MAX_ENTRIES:
+                    del self.compiled[next(iter(self.compiled))]
                 self.compiled[key] = (k.run, k.function, k.packed_metadata)
             return
         run, function, packed = k

@@ -104,3 +104,67 @@ def test_a_custom_op_with_a_fake_implementation_traces_and_a_raw_launch_does_not
     bad = rules.traceable_check(_task(raw_launch))
     assert not bad.ok and bad.kind == "trace" and bad.detail.startswith("row r: ")
     assert "sm_" not in bad.line()
+
+
+CACHES = textwrap.dedent("""\
+    import functools
+    from collections import OrderedDict
+
+    _plans = {}                      # written, never evicted: unbounded
+    _lru = OrderedDict()             # evicted: bounded
+    _sized = dict()                  # size-checked: bounded
+    _per_device = {}  # bounded: one entry per CUDA device
+    _table = {"a": 1}                # read only: not a cache
+    _escapes = {}                    # handed to a helper that may write it: counted as written
+
+    def plan(key):
+        p = _plans.get(key)
+        if p is None:
+            p = _plans[key] = object()
+        _lru[key] = p
+        if len(_lru) > 8:
+            _lru.popitem(last=False)
+        if len(_sized) < 4:
+            _sized.setdefault(key, p)
+        _per_device[key] = p
+        _fill(_escapes, key)
+        return _table["a"]
+
+    def _fill(t, k):
+        t[k] = 1
+
+    @functools.cache
+    def forever(n):
+        return n
+
+    @functools.lru_cache(maxsize=None)
+    def also_forever(n):
+        return n
+
+    @functools.lru_cache(maxsize=64)
+    def fine(n):
+        return n
+    """)
+
+
+def test_the_cache_rule_names_every_unbounded_cache_and_shows_declared_bounds():
+    bad, declared = rules.unbounded_caches(CACHES, "m.py")
+    line = {text: i for i, text in enumerate(CACHES.splitlines(), 1)}  # each finding names its decorator's line
+    assert sorted(bad) == sorted([f"m.py:{line['@functools.cache']} forever (@cache without a maxsize)",
+                                  f"m.py:{line['@functools.lru_cache(maxsize=None)']} also_forever "
+                                  "(@lru_cache without a maxsize)", "m.py:4 _plans", "m.py:9 _escapes"])
+    assert declared == ["m.py:7 _per_device (one entry per CUDA device)"]
+
+
+def test_the_cache_rule_on_a_task_and_on_the_page(tmp_path):
+    sol = tmp_path / "t" / "solution"
+    sol.mkdir(parents=True)
+    (sol / "a.py").write_text("_ok = {}  # bounded: the two dtypes\ndef f(k):\n    _ok[k] = 1\n")
+    ok = rules.cache_check(tmp_path / "t")
+    assert ok.ok and ok.detail == "declared bounded: a.py:1 _ok (the two dtypes)"
+    (sol / "b.py").write_text("_grows = {}\ndef g(k):\n    _grows[k] = 1\n")
+    bad = rules.cache_check(tmp_path / "t")
+    assert not bad.ok and bad.detail == "unbounded: b.py:1 _grows"
+    page = rules.markdown([ok, rules.Result("u", 0, "caches", "1 files", False, bad.detail)], (80,), "0" * 12)
+    assert "| t | yes | declared bounded: a.py:1 _ok (the two dtypes) |" in page
+    assert "| u | **no** | unbounded: b.py:1 _grows |" in page

@@ -108,3 +108,32 @@ def test_resident_blocks_raises_on_a_driver_error(monkeypatch):
     monkeypatch.setattr(ll, "_libcuda", _FakeDriver(0, rc=98))
     with pytest.raises(RuntimeError, match="CUresult 98"):
         ll.resident_blocks(_FakeCompiled(), 4)
+
+
+class _CompiledStub:
+    """What Triton's JIT returns on a GPU: a launcher (`run`), the loaded function and its packed metadata."""
+    function, packed_metadata = 0xF00, ()
+
+    def run(self, *args):
+        raise AssertionError("not called in this test")
+
+
+class _KernelStub:
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: _CompiledStub()
+
+
+def test_the_cache_of_compiled_launches_is_bounded_oldest_out(monkeypatch):
+    """Issue 37's production rule: no cache grows without bound. Every distinct plan (a new shape) adds an entry
+    until MAX_ENTRIES, then the oldest leaves; the newest stays. (Plans differ here by a constexpr: the integers'
+    key is their specialisation, not their value.)"""
+    from kda.runtime import lean_launch
+
+    monkeypatch.setattr(lean_launch, "_hooks_set", lambda: False)
+    monkeypatch.setattr(LaunchCache, "MAX_ENTRIES", 4)
+    cache = LaunchCache(_KernelStub())
+    x = torch.empty(8)
+    for n in range(10):
+        cache.run(Plan((1, 1, 1), (x.dtype,), (), (n,), 1), (x,), ())
+    assert len(cache.compiled) == 4
+    assert [k[0][2] for k in cache.compiled] == [(6,), (7,), (8,), (9,)]  # the plan key's constexprs: the last four
