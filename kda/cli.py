@@ -141,6 +141,8 @@ def _e2e_block(name: str, args) -> int:
         print(f"  {'':<18} :{s.entry}")
         mirrors = ", ".join(f"{m.file.rpartition('/')[2]}:{m.line}" for m in s.mirrors)
         print(textwrap.fill(f"  {'':<18} <- {mirrors}", width=80, subsequent_indent=" " * 24))
+    if args.trajectory:
+        return _e2e_trajectory(block, workloads, args)
     if not args.cpu:
         if not _has_gpu():
             raise KdaError(f"no GPU here: `kda e2e {block.name} --cpu` runs the block at reduced sizes")
@@ -169,6 +171,59 @@ def _e2e_block(name: str, args) -> int:
         for p in r.problems:
             print(f"    {p}")
     return 0 if all(r.passed for r in results) else 1
+
+
+def _e2e_trajectory(block, workloads, args) -> int:
+    """`kda e2e BLOCK --trajectory`: each arm's final latent over a sampled trajectory against the fp32 path (issue
+    40). CPU: the CPU sizes, eager and (interpreted) candidate, the candidate's gap to eager shown; GPU: each
+    production workload, upstream, candidate and eager, written to results/trajectory/<gpu>.jsonl.gz. Exit 1 when
+    the candidate loses more PSNR than allowed against upstream (GPU), or its trajectory goes non-finite."""
+    import math
+    import textwrap
+
+    from kda.e2e import trajectory as T
+
+    steps, depth = args.steps or T.STEPS, args.depth or T.DEPTH
+    T.spec(block)  # a block without [trajectory] fails before anything is built
+    if args.cpu:
+        arms = ["eager"] + (["candidate"] if block.data["block"]["interpret"] else [])
+        plan = [("cpu sizes", block.cpu_dims())]
+        device, against = "cpu", "eager"
+    else:
+        if not _has_gpu():
+            raise KdaError(f"no GPU here: `kda e2e {block.name} --trajectory --cpu` runs it at reduced sizes")
+        arms, plan, device, against = ["upstream", "candidate", "eager"], [(w.id, w.dims) for w in workloads], \
+            "cuda", "upstream"
+    arms = [a for a in arms if a not in (args.skip_arm or [])]
+    rows, worst = [], 0
+    for wid, dims in plan:
+        print(f"{block.name} {wid}: {depth} blocks x {steps} steps, arms {', '.join(arms)}", flush=True)
+        r = T.run(block, arms, dims, device, steps=steps, depth=depth)
+        for arm, db in r["psnr"].items():
+            print(f"  {arm:<10} PSNR {db:7.2f} dB vs the fp32 trajectory" if math.isfinite(db)
+                  else f"  {arm:<10} PSNR {db} (non-finite or equal)")
+        if args.cpu:  # the rule is against upstream, which runs only on a GPU: here the gap to eager is shown
+            why = "the candidate's trajectory went non-finite" if not r["finite"].get("candidate", True) else None
+            p = r["psnr"]
+            if "candidate" in p and "eager" in p and not why:
+                print(f"  candidate - eager: {p['candidate'] - p['eager']:+.2f} dB (information; the rule is "
+                      "against upstream, on a GPU)")
+        else:
+            why = T.verdict(r, against)
+            print(textwrap.fill(f"  {'FAIL: ' + why if why else 'ok'} (the candidate against upstream, at most "
+                                f"{T.MAX_PSNR_DROP_DB} dB below)", width=80, subsequent_indent="    "))
+        if why and args.cpu:
+            print(f"  FAIL: {why}")
+        rows.append({"type": "row", "id": wid, "dims": dims, **r, "against": against, "problem": why})
+        worst = max(worst, 1 if why else 0)
+    if not args.cpu:
+        from kda.core.gpu import gpu_slug
+        from kda.harness.provenance import git_state
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+        print(f"wrote {T.write(block, rows, name, gpu_slug(name), git_state())}")
+    return worst
 
 
 def cmd_bench(args) -> int:
@@ -681,6 +736,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, help="GPU: trials per workload (default 15)")
     p.add_argument("--no-predict", action="store_true", help="GPU: no Amdahl prediction from the task results "
                    "(which must otherwise have measured the solutions in the tree)")
+    p.add_argument("--trajectory", action="store_true", help="a stack of the block under a sampler: each arm's "
+                   "final-latent PSNR against the fp32 trajectory (with --cpu at reduced sizes)")
+    p.add_argument("--steps", type=int, help="--trajectory: sampler steps (default 50)")
+    p.add_argument("--depth", type=int, help="--trajectory: blocks in the stack (default 4)")
     p.set_defaults(fn=cmd_e2e)
 
     p = sub.add_parser("compile", help="compile every Triton launch of each candidate's production rows for a GPU "

@@ -83,6 +83,11 @@ BLOCK_FILE = {
     "sites": Field(ListOf(SITE)),
     "cpu": Field(MapOf((int, float)), doc="reduced dimensions for the CPU: every name dims holds"),
     "workloads": Field(ListOf(WORKLOAD)),
+    "trajectory": Field({
+        "latent": Field(str, doc="the input the sampler steps (kda.e2e.trajectory): the image or video latent"),
+        "carry": Field(MapOf(int), doc="input name -> index of the output that feeds it in the next block of the "
+                                       "stack (the latent's among them)"),
+    }, required=False, default={}, doc="a DiT block's stack under a sampler (issue 40's trajectory check)"),
 }
 
 
