@@ -646,6 +646,17 @@ def _load_latest(task, args, skipped: str | None) -> tuple[dict | None, str | No
     return entries, alias_name(latest["package"], latest["version"])
 
 
+def _latest_roots(task) -> tuple[str, ...]:
+    """Where [upstream_latest]'s vendored files live, whether or not this run loads them (nothing of the candidate's
+    may run from there either way)."""
+    latest = task.cfg["upstream_latest"]
+    if not latest["version"]:
+        return ()
+    from kda.vendor.fetch import vendor_root
+
+    return (str(vendor_root(latest["package"], latest["version"])),)
+
+
 def _gpu_info() -> dict:
     p = torch.cuda.get_device_properties(0)
     return {"name": p.name, "uuid": str(getattr(p, "uuid", "")), "sms": p.multi_processor_count,
@@ -747,8 +758,9 @@ def main(argv=None) -> None:
                                         or (latest_alias and name.startswith(latest_alias + "."))})
         solution = None if args.aa or args.clean else task.load_solution(Path(args.candidate) if args.candidate else None)
         candidate_roots = (str(task.path / "solution"),) + ((str(Path(args.candidate).resolve()),) if args.candidate else ())
-        # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate.
-        forbidden = ({str(task.path / "oracle.py")}, (str(info.root),))
+        # Any code of the vendored baseline (Python or Triton) and the oracle is off limits to the candidate; so is
+        # today's release, a peer: a candidate launching its kernels would be as fast as it by construction.
+        forbidden = ({str(task.path / "oracle.py")}, (str(info.root),) + _latest_roots(task))
         hello = {"type": "hello", "device": args.device, "vendored": info.as_dict(), "baseline_skipped": skipped,
                  "upstream_latest": LATEST_STATUS or None}
         if args.device == "cuda":

@@ -134,3 +134,34 @@ def test_sglang_0_5_23_runs_the_same_kernels_as_0_5_15_bit_for_bit(task):
     pinned = {e.rsplit(":", 1)[1] for e in Task.load(task).cfg["upstream_latest"]["entry_points"]}
     assert {ln[0] for ln in lines} == pinned  # every pinned entry point ran on a row
     assert all(int(ln[2]) == 0 for ln in lines), proc.stdout
+
+
+CALLS_LATEST = textwrap.dedent("""\
+    import torch
+    from kda.definition.task import Task
+    from kda.harness.guards import CallTracer
+    from kda.harness.worker import _latest_roots
+    from kda.vendor.fetch import vendor_task
+    from kda.vendor.importer import load_latest_entry_points
+    t = Task.load("fuse_scale_shift")
+    new = load_latest_entry_points(t.cfg, vendor_task(t.cfg, section="upstream_latest"))
+    x, sc, sh = torch.randn(1, 8, 64), torch.randn(1, 1, 64), torch.randn(1, 1, 64)
+    with CallTracer(set(), _latest_roots(t)) as tracer:  # the worker's forbidden prefixes include these
+        new["fuse_scale_shift_kernel"](x, sc, sh)
+    print(len(tracer.hits), tracer.hits[0] if tracer.hits else "")
+    """)
+
+
+def test_a_candidate_calling_todays_release_is_a_forbidden_call():
+    """tests/zoo/calls_latest.py's defence on the CPU: a call into 0.5.23's vendored files, its Python wrapper and
+    its Triton kernel's launch, is a hit of the call tracer under the prefixes the worker forbids (kda.harness.worker
+    ._latest_roots); a task pinning no later release forbids nothing more."""
+    from kda.harness.worker import _latest_roots
+
+    assert _latest_roots(Task.load("group_norm_silu")) == ()
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo_root())}
+    proc = subprocess.run([sys.executable, "-O", "-c", CALLS_LATEST], cwd=repo_root(), env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    hits, _, first = proc.stdout.strip().partition(" ")
+    assert int(hits) > 0 and "sglang-0.5.23" in first, proc.stdout

@@ -169,6 +169,9 @@ BENCH_FAKES = (
     # in a hot run; a cold run (`kda bench --cold`) records that comparison without judging it, so the same fake
     # would pass there (docs/harness.md, "Slowing the baseline arm": cold files gate nothing)
     Fake("slows_baseline_quietly", Expect(all_of=("BASELINE_SLOWED",)), gpu_only=True),
+    # today's SGLang (the peer `latest`, loaded only in a GPU bench) called as our own: its vendored root is a
+    # forbidden prefix of the call tracer, as the baseline's is (not yet run on a GPU: written 2026-11-28)
+    Fake("calls_latest", Expect(all_of=("FORBIDDEN_CALL",)), gpu_only=True),
 )
 
 # The control: the real solution must pass every row the fakes run on.
