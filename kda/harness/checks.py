@@ -38,6 +38,8 @@ UPSTREAM_TAMPERED = "UPSTREAM_TAMPERED"  # upstream's modules, functions, Triton
                                         # would not run what SGLang runs
 BASELINE_SLOWED = "BASELINE_SLOWED"  # the baseline timed in a process that never imported the candidate ran faster,
                                      # beyond bench.clean_baseline_max_ratio, than beside the candidate
+PEER_SLOWED = "PEER_SLOWED"  # the same for today's release (the peer `latest`): timed alone, faster beyond the ratio,
+                             # so the candidate's figures over it (best peer, over today's SGLang) were inflated
 FORGED = "FORGED"                # a result line the worker did not write or that answers another request (its tag,
                                  # row, sequence number or nonce does not match: the row fails, the worker is replaced),
                                  # or a worker report the parent's own check of the outputs contradicts (recheck.py)

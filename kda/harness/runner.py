@@ -349,6 +349,15 @@ def _time_alone(clean: _CleanWorker, worker: Worker, row, raw: dict, b: dict, ju
         raw["baseline_slowed"] = problem
     elif problem:
         raw.setdefault("notes", []).append(f"{problem} (recorded, not judged: a cold-L2 run)")
+    beside = (raw.get("arms") or {}).get("latest")
+    if beside and reply.get("latest"):  # today's release (issue 40), by the same rule: a slowed peer flatters us
+        record, problem = clean_baseline(beside, reply["latest"], b["clean_baseline_max_ratio"])
+        raw["clean_latest"] = record
+        problem = problem and problem.replace("the baseline timed alone", "today's release (latest) timed alone")
+        if problem and judged:
+            raw["latest_slowed"] = problem
+        elif problem:
+            raw.setdefault("notes", []).append(f"{problem} (recorded, not judged: a cold-L2 run)")
     return clean
 
 
@@ -377,9 +386,10 @@ def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | 
            "input_sets": raw.get("input_sets"),
            "notes": list(raw.get("notes", [])), "arm_errors": raw.get("arm_errors", {}),
            "kernels": raw.get("kernels")}
-    if raw.get("clean_baseline"):
-        rec["clean_baseline"] = {m: {k: (round(v, 4) if v is not None else None) for k, v in e.items()}
-                                 for m, e in raw["clean_baseline"].items()}
+    for key in ("clean_baseline", "clean_latest"):
+        if raw.get(key):
+            rec[key] = {m: {k: (round(v, 4) if v is not None else None) for k, v in e.items()}
+                        for m, e in raw[key].items()}
     base_bad = [c for c in raw.get("checks", []) if c["arm"] == "baseline"
                 and any(C.check_reasons(s) for s in c["outputs"].values())]
     if base_bad:

@@ -83,6 +83,8 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
             add(C.UPSTREAM_TAMPERED, f"changed {', '.join(sorted(set(raw[key]))[:4])} while {key.split('_')[0]}")
     if raw.get("baseline_slowed"):
         add(C.BASELINE_SLOWED, raw["baseline_slowed"])
+    if raw.get("latest_slowed"):
+        add(C.PEER_SLOWED, raw["latest_slowed"])
     if raw.get("torch_kernels"):
         add(C.TORCH_KERNEL, f"PyTorch kernels ran on the candidate's path: {', '.join(raw['torch_kernels'][:3])}")
     if not _arm_checks(raw, "candidate"):

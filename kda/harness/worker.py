@@ -484,8 +484,12 @@ class RowRunner:
         base = result["arms"].get("baseline")
         if base is None:
             raise RuntimeError(f"the baseline did not run alone: {result.get('arm_errors') or result.get('notes')}")
-        return {"type": "clean", "id": row.id, "inner": result.get("inner"), "device_us": base["device_us"],
-                "graph_us": base["graph_us"], "graph_error": base.get("graph_error")}
+        reply = {"type": "clean", "id": row.id, "inner": result.get("inner"), "device_us": base["device_us"],
+                 "graph_us": base["graph_us"], "graph_error": base.get("graph_error")}
+        latest = result["arms"].get("latest")  # today's release, a peer the candidate could slow as well
+        if latest is not None:
+            reply["latest"] = {"device_us": latest["device_us"], "graph_us": latest["graph_us"]}
+        return reply
 
     # -- one row ------------------------------------------------------------------------------------------
     def run(self, row, mode: str, hand_over: str | None = None, trials: int | None = None,

@@ -58,3 +58,23 @@ def test_the_candidates_worker_runs_again_after_the_baseline_alone(worker):
     assert state != "T", "left stopped"
     assert raw["notes"] == ["baseline alone: no answer from the clean worker; not compared"]
     assert os.path.exists(f"/proc/{worker.proc.pid}")
+
+
+def test_todays_release_slowed_beside_the_candidate_fails_the_row_as_peer_slowed(worker):
+    """The peer `latest` (issue 40) is timed alone in the same clean worker: a candidate that slowed it would inflate
+    its figures over the best peer and over today's SGLang. Same rule as the baseline's; the baseline here is fine."""
+    raw = _raw()
+    raw["arms"]["latest"] = {"device_us": [30.0] * 5, "graph_us": [16.0] * 5}
+    clean = _Clean({"type": "clean", "device_us": [20.0] * 5, "graph_us": [10.0] * 5,
+                    "latest": {"device_us": [15.0] * 5, "graph_us": [8.0] * 5}})
+    runner._time_alone(clean, worker, "row", raw, B)
+    assert "baseline_slowed" not in raw
+    assert raw["latest_slowed"].startswith("today's release (latest) timed alone ran faster")
+    assert raw["clean_latest"]["graph_us"]["ratio"] == pytest.approx(2.0)
+    cold = _raw()
+    cold["arms"]["latest"] = raw["arms"]["latest"]
+    runner._time_alone(clean, worker, "row", cold, B, judged=False)
+    assert "latest_slowed" not in cold and "recorded, not judged" in cold["notes"][0]
+    honest = _raw()  # no latest arm beside the candidate (a task pinning none): nothing compared
+    runner._time_alone(clean, worker, "row", honest, B)
+    assert "clean_latest" not in honest

@@ -290,6 +290,14 @@ def test_baseline_slowed_and_upstream_tampered_are_reasons():
     assert any(d.endswith("while timed") for d in details)
 
 
+
+def test_todays_release_slowed_is_its_own_reason():
+    raw = good_raw()
+    raw["latest_slowed"] = "today's release (latest) timed alone ran faster: graph_us 2x"
+    codes, details = reasons(raw)
+    assert codes == [C.PEER_SLOWED] and any("today's release (latest)" in d for d in details)
+
+
 def test_stale_repeat_is_the_poison_left_by_the_second_call_not_any_phase_4_error():
     raw = good_raw()
     raw["checks"].append(rec("candidate", 0, 4, outputs={"y": out_stats(bad=5, max_norm_err=3.0)}))

@@ -172,6 +172,8 @@ BENCH_FAKES = (
     # today's SGLang (the peer `latest`, loaded only in a GPU bench) called as our own: its vendored root is a
     # forbidden prefix of the call tracer, as the baseline's is (not yet run on a GPU: written 2026-11-28)
     Fake("calls_latest", Expect(all_of=("FORBIDDEN_CALL",)), gpu_only=True),
+    # today's SGLang's compiled launchers doubled in place: its time alone in the clean worker (not yet run on a GPU)
+    Fake("slows_latest_quietly", Expect(all_of=("PEER_SLOWED",)), gpu_only=True),
 )
 
 # The control: the real solution must pass every row the fakes run on.
