@@ -1,6 +1,6 @@
 """Run a block's arms once and hold each output to the fp32 path: shapes, dtypes, finite values, relative error.
 
-The reference is the same block on the PyTorch path (kda.e2e.torch_paths) in fp32: the arm's own weights (already
+The reference is the same block on the PyTorch path (kda.definition.eager_chains) in fp32: the arm's own weights (already
 rounded to the block's dtype) and inputs, upcast, so the only difference left is the arm's arithmetic. The error
 of an output is ||arm - ref|| / ||ref|| (RMS over the whole tensor): one number per output that a block of GEMMs,
 norms and attention keeps near the dtype's rounding (bf16: about 1e-2) unless a kernel is wrong.

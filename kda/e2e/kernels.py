@@ -4,7 +4,7 @@ Arms:
     upstream       SGLang's kernel at every site: the task's vendored entry point (loaded as the worker loads baselines)
     candidate      every task's current solution at its sites (loaded as Task.load_solution does)
     only-<task>    that task's candidate at its sites, upstream everywhere else: what one task alone buys
-    eager          the PyTorch path at every site (kda.e2e.torch_paths)
+    eager          the PyTorch path at every site (kda.definition.eager_chains)
     compile        the eager arm, with the whole block under torch.compile (the runner compiles; the sites are eager's)
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable
 
 from kda.core.errors import KdaError
 from kda.definition.task import Task
-from kda.e2e import torch_paths
+from kda.definition import eager_chains
 from kda.e2e.block import BlockDef
 
 FIXED_ARMS = ("upstream", "candidate", "eager", "compile")
@@ -64,8 +64,8 @@ def kernel_set(block: BlockDef, arm: str) -> KernelSet:
     for site in block.sites:
         kind = _kind(arm, site.task)
         if kind == "eager":
-            fn = torch_paths.PATHS.get(site.entry)
-            where = f"kda/e2e/torch_paths.py:{site.entry}"
+            fn = eager_chains.PATHS.get(site.entry)
+            where = f"kda/definition/eager_chains.py:{site.entry}"
         else:
             if (kind, site.task) not in loaded:
                 task = Task.load(site.task)

@@ -294,7 +294,7 @@ def stale_task_results(block: BlockDef, slug: str) -> list[str]:
     prediction read from it would credit the block with a kernel it does not run. One line each (file, block, task,
     both solution hashes); a task without a results file for this GPU is not stale (its prediction is None)."""
     from kda.definition.task import Task
-    from kda.evidence.ledger import hash_of_provenance, solution_hash
+    from kda.harness.provenance import hash_of_provenance, solution_hash
 
     problems = []
     for name in block.tasks:

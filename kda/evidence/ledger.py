@@ -20,12 +20,13 @@ from pathlib import Path
 
 from kda.core.errors import KdaError
 from kda.core.schema import Field, ListOf, one_of, validate
+# The candidate's source hash, from its files or from a results file's provenance: in the harness, since kda e2e (a
+# layer below this one) compares the two as well. Re-exported here, where the ledger has always named them.
+from kda.harness.provenance import SOURCE_SUFFIXES, hash_of_provenance, hash_pairs, solution_hash  # noqa: F401
 from kda.harness.results_file import read_bytes  # a compressed file is referred to by its decompressed bytes
 
 KINDS = ("measurement", "decision")
 DECISIONS = ("IMPROVEMENT", "NO-GO", "BLOCKED", "PROMOTED")
-# The solution files that count as the candidate's source (the same suffixes Task.solution_files keeps).
-SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".h")
 NONE = type(None)
 
 
@@ -200,40 +201,6 @@ def append(task_dir: Path, fields: dict) -> dict:
         f.flush()
         os.fsync(f.fileno())
     return validate(entry, ENTRY, line)
-
-
-# ---- source hash ---------------------------------------------------------------------------------------------
-
-
-def hash_pairs(pairs: dict[str, str]) -> str:
-    """sha256 over 'relative path NUL file sha256' lines, sorted by path."""
-    h = hashlib.sha256()
-    for rel in sorted(pairs):
-        h.update(f"{rel}\0{pairs[rel]}\n".encode())
-    return h.hexdigest()
-
-
-def solution_hash(task_dir: Path) -> str:
-    sol = Path(task_dir) / "solution"
-    files = sorted(p for p in sol.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES) if sol.is_dir() else []
-    return hash_pairs({p.relative_to(sol).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files})
-
-
-def _solution_rel(key: str) -> str:
-    parts = Path(key).parts
-    if "solution" in parts:
-        i = len(parts) - 1 - parts[::-1].index("solution")
-        return "/".join(parts[i + 1:])
-    return Path(key).name  # a --candidate override file
-
-
-def hash_of_provenance(prov: dict) -> str:
-    """The same hash as solution_hash, from the per-file hashes a results file's provenance recorded."""
-    cand = (prov.get("sources") or {}).get("candidate")
-    if isinstance(cand, dict):
-        return hash_pairs({_solution_rel(k): v for k, v in cand.items()})
-    base = (prov.get("sources") or {}).get("baseline") or {}
-    return hash_pairs({f"baseline:{k}": v for k, v in base.items()})  # A/A: the baseline timed against itself
 
 
 # ---- from a run ----------------------------------------------------------------------------------------------

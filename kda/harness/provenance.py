@@ -99,3 +99,40 @@ def device_us_start(prov: dict) -> str:
     if prov.get("device_us_start"):
         return prov["device_us_start"]
     return "lead call" if prov.get("commit") in LEAD_CALL_BEFORE_FIELD else "idle GPU"
+
+
+# ---- the candidate's source hash -------------------------------------------------------------------------------
+
+# The solution files that count as the candidate's source (the same suffixes Task.solution_files keeps).
+SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".h")
+
+
+def hash_pairs(pairs: dict[str, str]) -> str:
+    """sha256 over 'relative path NUL file sha256' lines, sorted by path."""
+    h = hashlib.sha256()
+    for rel in sorted(pairs):
+        h.update(f"{rel}\0{pairs[rel]}\n".encode())
+    return h.hexdigest()
+
+
+def solution_hash(task_dir: Path) -> str:
+    sol = Path(task_dir) / "solution"
+    files = sorted(p for p in sol.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES) if sol.is_dir() else []
+    return hash_pairs({p.relative_to(sol).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files})
+
+
+def _solution_rel(key: str) -> str:
+    parts = Path(key).parts
+    if "solution" in parts:
+        i = len(parts) - 1 - parts[::-1].index("solution")
+        return "/".join(parts[i + 1:])
+    return Path(key).name  # a --candidate override file
+
+
+def hash_of_provenance(prov: dict) -> str:
+    """The same hash as solution_hash, from the per-file hashes a results file's provenance recorded."""
+    cand = (prov.get("sources") or {}).get("candidate")
+    if isinstance(cand, dict):
+        return hash_pairs({_solution_rel(k): v for k, v in cand.items()})
+    base = (prov.get("sources") or {}).get("baseline") or {}
+    return hash_pairs({f"baseline:{k}": v for k, v in base.items()})  # A/A: the baseline timed against itself

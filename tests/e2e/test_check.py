@@ -77,12 +77,12 @@ def test_wan_per_token_modulation_matches_the_fp32_path():
     assert res.passed, res.problems
 
 
-def test_torch_paths_of_the_hunyuanvideo_kernels_match_their_tasks_oracles():
-    """The eager arm and the fp32 reference share torch_paths, so each path is held to its task's oracle here."""
+def test_eager_chains_of_the_hunyuanvideo_kernels_match_their_tasks_oracles():
+    """The eager arm and the fp32 reference share the eager chains (kda.definition.eager_chains), so each path is held to its task's oracle here."""
     from types import SimpleNamespace
 
     from kda.definition.task import Task, load_module
-    from kda.e2e import torch_paths
+    from kda.definition import eager_chains
 
     g = torch.Generator().manual_seed(7)
     x = torch.randn(1, 6, 2, 128, generator=g).to(torch.bfloat16)
@@ -90,14 +90,14 @@ def test_torch_paths_of_the_hunyuanvideo_kernels_match_their_tasks_oracles():
     rope = load_module(Task.load("rotary_embedding").path / "oracle.py", "e2e_rope_oracle")
     row = SimpleNamespace(function="apply_rotary_embedding", scalars={"interleaved": False}, id="t")
     want = rope.reference(row, {"x": x, "cos": ang.cos(), "sin": ang.sin()})["out"]
-    got = torch_paths.apply_rotary_embedding(x, ang.cos(), ang.sin(), False)
+    got = eager_chains.apply_rotary_embedding(x, ang.cos(), ang.sin(), False)
     assert got.dtype == x.dtype and torch.allclose(got.float(), want, atol=2e-2, rtol=1e-2)
 
     rms = load_module(Task.load("norm_infer").path / "oracle.py", "e2e_rms_oracle")
     x2, w = torch.randn(12, 128, generator=g).to(torch.bfloat16), (1 + 0.1 * torch.randn(128, generator=g))
     row = SimpleNamespace(function="triton_one_pass_rms_norm", scalars={"eps": 1e-6}, id="t")
     want = rms.reference(row, {"x": x2, "w": w.to(torch.bfloat16)})["y"]
-    got = torch_paths.triton_one_pass_rms_norm(x2, w.to(torch.bfloat16), 1e-6)
+    got = eager_chains.triton_one_pass_rms_norm(x2, w.to(torch.bfloat16), 1e-6)
     assert got.dtype == x2.dtype and torch.allclose(got.float(), want, atol=3e-2, rtol=1e-2)
 
 

@@ -225,7 +225,7 @@ def test_a_task_results_file_of_another_solution_stops_the_run_before_anything_r
     with its solution hash changed, the run stops naming the file, block and task, and --no-predict runs it anyway.
     (cutedsl_norm_scale_shift's H200 file predates an import-path edit of its solution: listed either way.)"""
     from kda.e2e.block import load_block
-    from kda.evidence import ledger
+    from kda.harness import provenance as ledger  # where solution_hash lives
 
     wan = load_block("wan")
     before = timing.stale_task_results(wan, "h200")

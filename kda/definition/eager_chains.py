@@ -4,6 +4,10 @@ These are what SGLang's layers run when the fused kernel is off (their `forward_
 MulAdd, the native residual-gate form), with the kernel inside `forward_native` (fuse_scale_shift_kernel) written
 out as the torch ops it stands for. They serve three arms: `eager` (the block's dtype), `compile` (the same under
 torch.compile) and the fp32 reference (the same code on fp32 tensors). In-place entry points stay in place.
+
+They are also the chain a `bitexact` candidate must equal bit for bit (issue 40, `check.contract`: the harness's
+worker compares each candidate's first checked call with the chain of its row's function), hence their place among
+the task definitions rather than in kda/e2e.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The PyTorch paths added for the Z-Image and LTX-2 blocks agree with their tasks' oracles (written from the math,
-independently of kda/e2e/torch_paths.py) in fp32."""
+independently of kda/definition/eager_chains.py) in fp32."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kda.definition.task import Task, load_module
-from kda.e2e import torch_paths
+from kda.definition import eager_chains
 
 
 def _oracle(task: str):
@@ -29,11 +29,11 @@ def test_norm_tanh_mul_add_paths_match_the_oracle(norm_type):
     scalars = {"norm_type": norm_type, "eps": 1e-5}
 
     want = oracle.reference(SimpleNamespace(function="fused_norm_tanh_mul_add", scalars=scalars), inputs)
-    got = torch_paths.fused_norm_tanh_mul_add(x, w, b, scale, shift, norm_type, 1e-5)
+    got = eager_chains.fused_norm_tanh_mul_add(x, w, b, scale, shift, norm_type, 1e-5)
     torch.testing.assert_close(got, want["y"].float(), rtol=1e-5, atol=1e-5)
 
     want = oracle.reference(SimpleNamespace(function="fused_norm_tanh_mul_add_norm_scale", scalars=scalars), inputs)
-    y, y2 = torch_paths.fused_norm_tanh_mul_add_norm_scale(x, w, b, scale, shift, w2, b2, scale2, norm_type, 1e-5)
+    y, y2 = eager_chains.fused_norm_tanh_mul_add_norm_scale(x, w, b, scale, shift, w2, b2, scale2, norm_type, 1e-5)
     torch.testing.assert_close(y, want["y"].float(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(y2, want["y2"].float(), rtol=1e-5, atol=1e-5)
 
@@ -48,7 +48,7 @@ def test_ltx2_split_rotary_path_matches_the_oracle_on_the_swapaxes_layout():
     want = _oracle("rotary_embedding").reference(SimpleNamespace(function="apply_ltx2_split_rotary_emb", scalars={}),
                                                  {"x": x, "cos": cos, "sin": sin})
     want = want["out"] if isinstance(want, dict) else want
-    got = torch_paths.apply_ltx2_split_rotary_emb(x, cos, sin)
+    got = eager_chains.apply_ltx2_split_rotary_emb(x, cos, sin)
     # the oracle rounds x * cos to bf16 as the upstream kernel does; the fp32 path does not
     torch.testing.assert_close(got, want.float(), rtol=0, atol=2e-2)
     # the rotation itself, written out: each head's halves (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)
