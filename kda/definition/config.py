@@ -164,6 +164,10 @@ SPEC = {
                              doc="tolerance-normalised error below which the ratio rule does not bite"),
         "inplace": Field(ListOf(str), doc="inputs the op is declared to modify"),
         "tolerance": Field(MapOf({"atol": Field(float), "rtol": Field(float)}), check=_tolerances),
+        "contract": Field(str, required=False, default="close", check=one_of("close", "bitexact"),
+                          doc="the candidate's numerical contract (issue 40): close (tolerance and error ratio) or "
+                              "bitexact (also equal bits to SGLang's eager chain, kda.definition.eager_chains, on "
+                              "every row)"),
     }),
     # Read by `kda gate`, the Stop hook of agent runs and `kda promote` (kda/loop/gate.py): what a candidate must show
     # before it can be promoted, and how many review rounds an agent run gets.

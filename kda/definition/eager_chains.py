@@ -31,7 +31,11 @@ def _norm(x, weight, bias, norm_type, eps):
 
 def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, block_c=128):
     """MulAdd.forward_native (elementwise.py): x * (scale_constant + scale) + shift; a [B, F, 1, C] scale (and
-    shift) applies per frame of x [B, F*L, C]."""
+    shift) applies per frame of x [B, F*L, C]; a [B, C] one per batch entry, as the kernel reads it (the layers pass
+    [B, 1, C] views; the kernel's own callers may pass the 2-D form)."""
+    if x.dim() == 3:
+        scale = scale.unsqueeze(1) if scale.dim() == 2 else scale
+        shift = shift.unsqueeze(1) if shift.dim() == 2 else shift
     if scale.dim() == 4:
         frames = scale.shape[1]
         y = x.unflatten(1, (frames, x.shape[1] // frames)) * (scale_constant + scale)

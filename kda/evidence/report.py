@@ -413,6 +413,12 @@ def lead_section(files: list[ResultsFile], note: str = "") -> list[str]:
         gaps += [f"- {f.gpu.upper()}, {rid}: no graph_us interval over a peer, {why}" for rid, why in losses.unmeasured]
     if gaps:
         out += ["", "Production rows the count leaves out:", "", *gaps]
+    exact = [f for f in bench if f.summary.get("bitexact", {}).get("rows")]
+    if exact:  # issue 40's contract, on files written since rows record it
+        out += ["", "Equal bits to SGLang's eager chain (kda.definition.eager_chains) on the candidate's first checked "
+                "call, rows compared (contract in parentheses: `bitexact` requires every row):", ""]
+        out += [f"- {f.gpu.upper()}: {f.summary['bitexact']['exact']}/{f.summary['bitexact']['rows']} "
+                f"({f.summary.get('contract', 'close')})" for f in exact]
     return out + ["", READ_RIGHT, "", LATEST_TEXT, "", f"{GEOMEANS} The sections below give every figure, per GPU and per row.", ""]
 
 

@@ -38,6 +38,7 @@ UPSTREAM_TAMPERED = "UPSTREAM_TAMPERED"  # upstream's modules, functions, Triton
                                         # would not run what SGLang runs
 BASELINE_SLOWED = "BASELINE_SLOWED"  # the baseline timed in a process that never imported the candidate ran faster,
                                      # beyond bench.clean_baseline_max_ratio, than beside the candidate
+NOT_BITEXACT = "NOT_BITEXACT"  # a `bitexact` candidate's output differs from SGLang's eager chain in some bit
 PEER_SLOWED = "PEER_SLOWED"  # the same for today's release (the peer `latest`): timed alone, faster beyond the ratio,
                              # so the candidate's figures over it (best peer, over today's SGLang) were inflated
 FORGED = "FORGED"                # a result line the worker did not write or that answers another request (its tag,
@@ -207,3 +208,14 @@ def check_reasons(stats: dict) -> list[str]:
 
 def finite_or_none(v: float) -> float | None:
     return v if v is not None and math.isfinite(v) else None
+
+
+def bits_differ(out, chain) -> int | None:
+    """How many bytes of `out` differ from the eager chain's output, NaN payloads included (an exact kernel writes the
+    same bits); None where the two cannot be compared (another shape or dtype, not a tensor)."""
+    if not (isinstance(out, torch.Tensor) and isinstance(chain, torch.Tensor)) or out.shape != chain.shape \
+            or out.dtype != chain.dtype:
+        return None
+    a = out.detach().contiguous().view(torch.uint8)
+    b = chain.detach().to(out.device).contiguous().view(torch.uint8)
+    return int((a != b).sum())

@@ -26,7 +26,7 @@ from kda.harness import checks as C
 from kda.harness import channel, provenance, recheck, results_file, sweep_verdict
 from kda.harness.guards import static_violations
 from kda.harness.stats import geomean, geomean_ci
-from kda.harness.verdict import METRICS, candidate_reasons, clean_baseline, row_statistics
+from kda.harness.verdict import METRICS, bitexact_row, candidate_reasons, clean_baseline, row_statistics
 from kda.core.paths import repo_root
 from kda.definition.sweep import GENERATOR, Sweep
 from kda.definition.task import Task
@@ -386,6 +386,7 @@ def _decide(task, row, raw, static, copy_tbps, datasheet, opts, l2_bytes: int | 
            "input_sets": raw.get("input_sets"),
            "notes": list(raw.get("notes", [])), "arm_errors": raw.get("arm_errors", {}),
            "kernels": raw.get("kernels")}
+    rec["bitexact"] = bitexact_row(raw)  # equal bits to SGLang's eager chain on the compared call (issue 40)
     for key in ("clean_baseline", "clean_latest"):
         if raw.get(key):
             rec[key] = {m: {k: (round(v, 4) if v is not None else None) for k, v in e.items()}
@@ -431,10 +432,13 @@ def _check_digest(raw: dict) -> dict:
 
 def summarize(task: Task, rows: list[dict], cfg, opts: RunOptions, slug: str) -> dict:
     prod = [r for r in rows if r["production"]]
+    compared = [r for r in rows if r.get("bitexact") is not None]
     summ = {"type": "summary", "task": task.name, "rows_total": len(rows),
             "rows_passed": sum(r["status"] == "PASS" for r in rows),
             "production_total": len(prod), "production_passed": sum(r["status"] == "PASS" for r in prod),
-            "headline_metric": cfg["bench"]["metric"], "metrics": {}}
+            "headline_metric": cfg["bench"]["metric"], "metrics": {},
+            "contract": cfg["check"]["contract"],
+            "bitexact": {"rows": len(compared), "exact": sum(bool(r["bitexact"]) for r in compared)}}
     if opts.mode != "bench":
         return summ
     seed = cfg["bench"]["seed"]

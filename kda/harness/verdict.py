@@ -19,6 +19,26 @@ def arm_correct(raw: dict, arm: str) -> bool:
     return bool(recs) and all(not C.check_reasons(s) for r in recs for s in r["outputs"].values())
 
 
+def bitexact_problem(bits: dict | str) -> str | None:
+    """Why a checked call's outputs are not SGLang's eager chain's bits (the worker's `bits_differ`: per output the
+    bytes that differ, None where not comparable, or a string where the chain could not run), or None."""
+    if isinstance(bits, str):
+        return bits
+    for name, n in bits.items():
+        if n is None:
+            return f"output {name!r} cannot be compared with the eager chain's (shape, dtype or type differ)"
+        if n:
+            return f"output {name!r}: {n} bytes differ from SGLang's eager chain"
+    return None
+
+
+def bitexact_row(raw: dict) -> bool | None:
+    """The row's bit-exactness to the eager chain, from the candidate's compared calls: None where none was (no
+    chain for the row's function, or it failed: the row says nothing either way)."""
+    compared = [r["bits_differ"] for r in _arm_checks(raw, "candidate") if isinstance(r.get("bits_differ"), dict)]
+    return None if not compared else all(bitexact_problem(b) is None for b in compared)
+
+
 def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], list[str]]:
     """(reason codes, human details) for the candidate on one row."""
     reasons: list[str] = []
@@ -70,6 +90,10 @@ def candidate_reasons(raw: dict, cfg, static: list[str]) -> tuple[list[str], lis
             add(C.TAMPER, f"{_tamper_text(rec['tampered'])} at {at}")
         if rec.get("return_problem"):
             add(C.RETURN, f"{rec['return_problem']} at {at}")
+        if cfg["check"].get("contract") == "bitexact" and "bits_differ" in rec:
+            problem = bitexact_problem(rec["bits_differ"])
+            if problem:
+                add(C.NOT_BITEXACT, f"{problem} at {at}")
     for key in ("warmup_tampered", "timed_tampered"):
         if raw.get(key):
             add(C.TAMPER, f"{_tamper_text(sorted(set(raw[key])))} while {key.split('_')[0]}")

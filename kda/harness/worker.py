@@ -25,6 +25,7 @@ from kda.harness.guards import CallTracer, TamperWatch, UpstreamWatch, candidate
 import torch  # noqa: E402
 
 from kda.harness import checks  # noqa: E402
+from kda.harness.checks import bits_differ as _bits_differ  # noqa: E402
 from kda.harness.checks import compare as _compare  # noqa: E402  (bound now: a candidate can't swap them later)
 from kda.harness.checks import mutated_inputs as _mutated_inputs  # noqa: E402
 from kda.harness.checks import poison_ as _poison  # noqa: E402
@@ -36,6 +37,7 @@ from kda.harness.checks import written_outside_views as _written_outside  # noqa
 _save = torch.save  # noqa: E402  (the checked outputs handed to the parent: bound before the candidate loads)
 _sha256 = hashlib.sha256  # noqa: E402
 from kda.definition.task import Task  # noqa: E402
+from kda.definition.eager_chains import PATHS as _CHAINS  # noqa: E402  (SGLang's eager chains, bound before any candidate)
 from kda.vendor import load_entry_points, vendor_task  # noqa: E402
 from kda.harness.peers import peer_call, peer_calls, peer_math  # noqa: E402
 from kda.definition.workloads import (  # noqa: E402
@@ -308,9 +310,25 @@ class RowRunner:
         record["mutated"] = _mutated_inputs(self.inputs, snaps, inplace) + _written_outside(self.inputs, snaps, inplace)
         ref = self.reference(self.row, _restore_views(self.inputs, snaps))
         record["outputs"] = self._compare_all(copies, ref)
+        if cand and phase == 0 and trial == 0 and not self.inplace:
+            record["bits_differ"] = self._bits_against_chain(copies)
         if self.inplace:
             _restore_inputs(self.inputs, snaps)
         return record
+
+    def _bits_against_chain(self, copies: dict) -> dict | str:
+        """The candidate's first checked outputs against SGLang's eager chain on the same inputs (issue 40's contract:
+        a `bitexact` candidate must match it in every bit; for a `close` one the row records whether it does). Per
+        output the bytes that differ, or why the chain could not run. Out-of-place tasks only: an in-place op's inputs
+        are its outputs, and the chain would write them."""
+        try:
+            with torch.no_grad():
+                chain = self.task.adapter.call_baseline(_CHAINS, self.row, self.inputs, {})
+        except KeyError as e:
+            return f"no eager chain for {e} (kda.definition.eager_chains)"
+        except Exception as e:  # noqa: BLE001 - the chain's failure is the comparison's, never the candidate's crash
+            return f"the eager chain failed: {type(e).__name__}: {str(e)[:200]}"
+        return {k: _bits_differ(copies.get(k), (chain or {}).get(k)) for k in self.specs}
 
     def check_repeat(self, trial: int) -> dict:
         """Phase 4: the candidate called twice on the same inputs, as every timed call after the first is; between the

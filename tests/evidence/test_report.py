@@ -457,3 +457,12 @@ def test_every_block_with_results_has_its_page_and_readme_links_it():
     for block_dir in pages:
         assert (block_dir / "results.md").is_file()
         assert f"[{block_dir.name}](diffusion/e2e/{block_dir.name}/results.md)" in readme
+
+
+def test_the_lead_counts_the_rows_bit_exact_to_sglangs_eager_chain_where_a_file_records_them(tmp_path):
+    summary = {"metrics": {}, "bitexact": {"rows": 23, "exact": 3}, "contract": "close"}
+    f = report.ResultsFile(tmp_path / "h200.jsonl.gz", {"gpu_slug": "h200"}, [], summary)
+    old = report.ResultsFile(tmp_path / "h100.jsonl.gz", {"gpu_slug": "h100"}, [], {"metrics": {}})
+    text = "\n".join(report.lead_section([f, old]))
+    assert "- H200: 3/23 (close)" in text and "- H100" not in text
+    assert "Equal bits" not in "\n".join(report.lead_section([old]))

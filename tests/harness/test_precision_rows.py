@@ -37,3 +37,18 @@ def test_one_pass_variance_fails_the_offset_row_with_mismatch():
     # far over, not at the edge: 6-13x on the CPU when the rows were made
     worst = max(float(d.rsplit("worst normalised error ", 1)[1]) for d in row["details"] if d.startswith("MISMATCH"))
     assert worst > 3, row["details"]
+
+
+def test_each_row_records_whether_the_candidate_equals_sglangs_eager_chain_bit_for_bit():
+    """Issue 40's contract, measured on every out-of-place row: a candidate written as the eager chain's own torch ops
+    is bit-exact on a bf16 and an fp16 row, the real one (fp32 math, one rounding) is not; the summary counts them."""
+    task = Task.load("fuse_scale_shift")
+    rows = ["reg_4d_frames4_s128_c3072", "reg_fp16_b2_s33_c512_bcast2d"]
+    chain = REPO / "tests" / "zoo" / "contract" / "eager_chain_copy.py"
+    got = {}
+    for name, candidate in (("chain", chain), ("real", None)):
+        out = run_task(task, RunOptions(mode="check", device="cpu", candidate=candidate, rows=rows, write=False,
+                                        quiet=True, salt=20261128))
+        got[name] = ({r["id"]: r["bitexact"] for r in out["rows"]}, out["summary"]["bitexact"])
+    assert got["chain"] == ({r: True for r in rows}, {"rows": 2, "exact": 2}), got
+    assert got["real"][0] == {r: False for r in rows} and got["real"][1] == {"rows": 2, "exact": 0}, got

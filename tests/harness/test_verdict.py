@@ -306,3 +306,27 @@ def test_stale_repeat_is_the_poison_left_by_the_second_call_not_any_phase_4_erro
     codes, details = reasons(raw)
     assert codes == [C.UNWRITTEN, C.STALE_REPEAT]
     assert "left 1 element(s) the harness had poisoned between the calls" in details[-1]
+
+
+def test_a_bitexact_contract_fails_a_candidate_whose_bits_differ_from_the_eager_chain():
+    """Issue 40: `check.contract = "bitexact"`: the candidate's first checked call equals SGLang's eager chain in
+    every bit, or NOT_BITEXACT (a `close` candidate's row only records it)."""
+    from kda.harness.verdict import bitexact_problem, bitexact_row
+
+    exact, off, missing = {"y": 0}, {"y": 12}, "no eager chain for 'f' (kda.definition.eager_chains)"
+    bitexact = {"check": {**CFG["check"], "contract": "bitexact"}}
+    for bits, code in ((exact, None), (off, C.NOT_BITEXACT), (missing, C.NOT_BITEXACT), ({"y": None}, C.NOT_BITEXACT)):
+        raw = good_raw()
+        raw["checks"][0]["bits_differ"] = bits  # the candidate's trial 0, phase 0
+        codes, details = candidate_reasons(raw, bitexact, [])
+        assert codes == ([code] if code else []), (bits, details)
+        assert reasons(raw) == ([], [])  # close (no contract key: the default): recorded, never a reason
+    assert bitexact_problem(off) == "output 'y': 12 bytes differ from SGLang's eager chain"
+    raw = good_raw()
+    assert bitexact_row(raw) is None  # nothing compared
+    raw["checks"][0]["bits_differ"] = missing
+    assert bitexact_row(raw) is None  # no chain: says nothing either way
+    raw["checks"][0]["bits_differ"] = off
+    assert bitexact_row(raw) is False
+    raw["checks"][0]["bits_differ"] = exact
+    assert bitexact_row(raw) is True
