@@ -20,28 +20,6 @@ _spec.loader.exec_module(common)
 UPSTREAM = "sglang.jit_kernel.diffusion.triton.scale_shift"
 
 
-def _twice(run):
-    def twice(*args, **kwargs):
-        run(*args, **kwargs)
-        return run(*args, **kwargs)
-
-    twice.kda_twice = True
-    return twice
-
-
-def _double_compiled_launchers():
-    mod = logging.sys.modules.get(UPSTREAM)
-    for value in list(vars(mod).values()) if mod is not None else ():
-        # the JIT function itself, or the one an autotuner or heuristics object wraps (a JIT function's own `fn` is
-        # the Python function)
-        jit = value if hasattr(value, "device_caches") else getattr(value, "fn", None)
-        for entry in list(getattr(jit, "device_caches", {}).values()):
-            for compiled in list(entry[0].values()):
-                run = vars(compiled).get("_run")
-                if run is not None and not getattr(run, "kda_twice", False):
-                    compiled._run = _twice(run)
-
-
 def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, block_c=128, *, out=None):
-    _double_compiled_launchers()
+    common.double_compiled_launchers(logging.sys.modules.get(UPSTREAM))
     return common.real_kernel(x, scale, shift, scale_constant, out)

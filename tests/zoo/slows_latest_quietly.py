@@ -19,26 +19,6 @@ _spec.loader.exec_module(common)
 LATEST = "sglang_0_5_23.kernels.ops.diffusion.modulate.scale_shift_triton"
 
 
-def _twice(run):
-    def twice(*args, **kwargs):
-        run(*args, **kwargs)
-        return run(*args, **kwargs)
-
-    twice.kda_twice = True
-    return twice
-
-
-def _double_compiled_launchers():
-    mod = logging.sys.modules.get(LATEST)
-    for value in list(vars(mod).values()) if mod is not None else ():
-        jit = value if hasattr(value, "device_caches") else getattr(value, "fn", None)
-        for entry in list(getattr(jit, "device_caches", {}).values()):
-            for compiled in list(entry[0].values()):
-                run = vars(compiled).get("_run")
-                if run is not None and not getattr(run, "kda_twice", False):
-                    compiled._run = _twice(run)
-
-
 def fuse_scale_shift_kernel(x, scale, shift, scale_constant=1.0, block_l=128, block_c=128, *, out=None):
-    _double_compiled_launchers()
+    common.double_compiled_launchers(logging.sys.modules.get(LATEST))
     return common.real_kernel(x, scale, shift, scale_constant, out)
