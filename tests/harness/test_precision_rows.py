@@ -43,7 +43,7 @@ def test_each_row_records_whether_the_candidate_equals_sglangs_eager_chain_bit_f
     """Issue 40's contract, measured on every out-of-place row: a candidate written as the eager chain's own torch ops
     is bit-exact on a bf16 and an fp16 row, the real one (fp32 math, one rounding) is not; the summary counts them."""
     task = Task.load("fuse_scale_shift")
-    rows = ["reg_4d_frames4_s128_c3072", "reg_fp16_b2_s33_c512_bcast2d"]
+    rows = ["reg_offset_padded_s61_c256", "reg_fp16_b2_s33_c512_bcast2d"]  # small: the interpreter runs the real one
     chain = REPO / "tests" / "zoo" / "contract" / "eager_chain_copy.py"
     got = {}
     for name, candidate in (("chain", chain), ("real", None)):
