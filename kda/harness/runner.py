@@ -343,19 +343,14 @@ def _time_alone(clean: _CleanWorker, worker: Worker, row, raw: dict, b: dict, ju
     if reply is None:
         raw.setdefault("notes", []).append("baseline alone: no answer from the clean worker; not compared")
         return clean
-    record, problem = clean_baseline(raw["arms"]["baseline"], reply, b["clean_baseline_max_ratio"])
-    raw["clean_baseline"] = record
-    if problem and judged:
-        raw["baseline_slowed"] = problem
-    elif problem:
-        raw.setdefault("notes", []).append(f"{problem} (recorded, not judged: a cold-L2 run)")
-    beside = (raw.get("arms") or {}).get("latest")
-    if beside and reply.get("latest"):  # today's release (issue 40), by the same rule: a slowed peer flatters us
-        record, problem = clean_baseline(beside, reply["latest"], b["clean_baseline_max_ratio"])
-        raw["clean_latest"] = record
-        problem = problem and problem.replace("the baseline timed alone", "today's release (latest) timed alone")
+    compared = [("baseline", "the baseline", reply)]
+    if (raw.get("arms") or {}).get("latest") and reply.get("latest"):
+        compared.append(("latest", "today's release (latest)", reply["latest"]))  # issue 40: a slowed peer flatters us
+    for arm, label, alone in compared:
+        record, problem = clean_baseline(raw["arms"][arm], alone, b["clean_baseline_max_ratio"], label)
+        raw[f"clean_{arm}"] = record
         if problem and judged:
-            raw["latest_slowed"] = problem
+            raw[f"{arm}_slowed"] = problem
         elif problem:
             raw.setdefault("notes", []).append(f"{problem} (recorded, not judged: a cold-L2 run)")
     return clean

@@ -159,7 +159,7 @@ def row_statistics(raw: dict, bytes_moved: int, copy_tbps: float | None, datashe
     return out
 
 
-def clean_baseline(beside: dict, alone: dict, max_ratio: float) -> tuple[dict, str | None]:
+def clean_baseline(beside: dict, alone: dict, max_ratio: float, arm: str = "the baseline") -> tuple[dict, str | None]:
     """The baseline beside the candidate against the baseline alone (a worker that never imported the candidate).
 
     beside: the row's raw baseline samples; alone: the clean worker's reply. Returns ({metric: {"beside", "alone",
@@ -182,4 +182,4 @@ def clean_baseline(beside: dict, alone: dict, max_ratio: float) -> tuple[dict, s
             problems.append(f"{m} {mb:.2f} us beside the candidate, {ma:.2f} us alone ({ratio:.2f}x, limit "
                             f"{max_ratio:g}x)")
     slowed = len(problems) == 2
-    return record, ("the baseline timed alone ran faster: " + "; ".join(problems)) if slowed else None
+    return record, (f"{arm} timed alone ran faster: " + "; ".join(problems)) if slowed else None
