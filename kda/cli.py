@@ -141,6 +141,9 @@ def _e2e_block(name: str, args) -> int:
         print(f"  {'':<18} :{s.entry}")
         mirrors = ", ".join(f"{m.file.rpartition('/')[2]}:{m.line}" for m in s.mirrors)
         print(textwrap.fill(f"  {'':<18} <- {mirrors}", width=80, subsequent_indent=" " * 24))
+    if getattr(args, "workload", None) and (args.cpu or not args.trajectory):
+        raise KdaError(f"{block.name}: --workload picks a GPU trajectory's workloads (`kda e2e {block.name} "
+                       "--trajectory --workload ID`); a timing run covers every production workload")
     if args.trajectory:
         return _e2e_trajectory(block, workloads, args)
     if not args.cpu:
@@ -175,8 +178,8 @@ def _e2e_block(name: str, args) -> int:
 
 def _e2e_trajectory(block, workloads, args) -> int:
     """`kda e2e BLOCK --trajectory`: each arm's final latent over a sampled trajectory against the fp32 path (issue
-    40). CPU: the CPU sizes, eager and (interpreted) candidate, the candidate's gap to eager shown; GPU: each
-    production workload, upstream, candidate and eager, written to results/trajectory/<gpu>.jsonl.gz. Exit 1 when
+    40). CPU: the CPU sizes, eager and (interpreted) candidate, the candidate's gap to eager shown; GPU: the smallest
+    production workload or those `--workload` names, upstream, candidate and eager, written to results/trajectory/<gpu>.jsonl.gz. Exit 1 when
     the candidate loses more PSNR than allowed against upstream (GPU), or its trajectory goes non-finite."""
     import math
     import textwrap
@@ -192,7 +195,8 @@ def _e2e_trajectory(block, workloads, args) -> int:
     else:
         if not _has_gpu():
             raise KdaError(f"no GPU here: `kda e2e {block.name} --trajectory --cpu` runs it at reduced sizes")
-        arms, plan, device, against = ["upstream", "candidate", "eager"], [(w.id, w.dims) for w in workloads], \
+        picked = T.pick_workloads(block, workloads, args.workload)
+        arms, plan, device, against = ["upstream", "candidate", "eager"], [(w.id, w.dims) for w in picked], \
             "cuda", "upstream"
     arms = [a for a in arms if a not in (args.skip_arm or [])]
     rows, worst = [], 0
@@ -740,6 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "final-latent PSNR against the fp32 trajectory (with --cpu at reduced sizes)")
     p.add_argument("--steps", type=int, help="--trajectory: sampler steps (default 50)")
     p.add_argument("--depth", type=int, help="--trajectory: blocks in the stack (default 4)")
+    p.add_argument("--workload", action="append", metavar="ID", help="--trajectory on a GPU: this production "
+                   "workload (repeatable; default the block's smallest: the fp32 path at the largest runs minutes)")
     p.set_defaults(fn=cmd_e2e)
 
     p = sub.add_parser("compile", help="compile every Triton launch of each candidate's production rows for a GPU "

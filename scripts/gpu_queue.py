@@ -13,6 +13,7 @@ Jobs are MODE:NAME:
   bench:TASK  scripts/gpu_tasks.sh --bench-only TASK (rotated input sets and the baseline timed alone: the defaults)
   sweep:TASK  --sweep-only (KDA_SWEEP_N rows)     cold:TASK  --cold-only     aa:TASK  --aa-only
   e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK), with KDA_E2E_ARGS appended (`--skip-arm compile`)
+  traj:BLOCK  python3 -m kda e2e BLOCK --trajectory (the sampled stack's PSNR against fp32), KDA_TRAJ_ARGS appended
   zoo:TASK    scripts/gpu_exploit_zoo.py --bench-probe on the zoo's task (fuse_scale_shift); nothing is ledgered,
               its page and JSON come back in logs.tar (jobs/zoo-TASK/) for docs/evidence/
 A job may end in @PATH: it starts only once PATH exists (a package a later call brings, such as the CuTe DSL
@@ -44,7 +45,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {"bench": "--bench-only", "sweep": "--sweep-only", "cold": "--cold-only", "aa": "--aa-only", "e2e": None,
-         "zoo": None}
+         "traj": None, "zoo": None}
 ZOO_TASK = "fuse_scale_shift"  # the task tests/zoo/'s fakes are written for
 POLL_S = 2.0
 # What the copy leaves behind: git history (the copy has KDA_COMMIT instead) and outputs of earlier runs.
@@ -95,6 +96,9 @@ def parse_jobs(specs: list[str]) -> list[Job]:
 def command(job: Job) -> list[str]:
     if job.mode == "e2e":
         return [sys.executable, "-m", "kda", "e2e", job.name, *shlex.split(os.environ.get("KDA_E2E_ARGS", ""))]
+    if job.mode == "traj":
+        return [sys.executable, "-m", "kda", "e2e", job.name, "--trajectory",
+                *shlex.split(os.environ.get("KDA_TRAJ_ARGS", ""))]
     if job.mode == "zoo":  # the job's $OUT (its own folder, Queue._start; packed into logs.tar), read when it runs
         return ["bash", "-c", f"{shlex.quote(sys.executable)} scripts/gpu_exploit_zoo.py --jobs 4 --bench-probe"
                 ' --out "$OUT/exploit-zoo.md" --json "$OUT/exploit-zoo.json"']
@@ -103,7 +107,7 @@ def command(job: Job) -> list[str]:
 
 def kept_paths(job: Job) -> list[str]:
     """What a finished job leaves that the project keeps, relative to the repository root (the same in its copy)."""
-    if job.mode == "e2e":
+    if job.mode in ("e2e", "traj"):  # a trajectory writes results/trajectory/ beside the timing file
         if not (REPO / "diffusion" / "e2e" / job.name / "block.toml").is_file():
             raise SystemExit(f"job {job.label}: no block diffusion/e2e/{job.name}/block.toml")
         return [f"diffusion/e2e/{job.name}/results"]
@@ -153,7 +157,7 @@ class Queue:
 
     def _finished(self, job: Job, gpu: int, rc: int) -> None:
         paths = kept_paths(job)
-        (self.e2e_kept if job.mode == "e2e" else self.kept).extend(paths)
+        (self.e2e_kept if job.mode in ("e2e", "traj") else self.kept).extend(paths)
         self._event(job=job.label, gpu=gpu, state="done", rc=rc)
         self.pack()
 

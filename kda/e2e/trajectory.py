@@ -40,6 +40,24 @@ def spec(block: BlockDef) -> dict:
     return t
 
 
+def pick_workloads(block: BlockDef, workloads: list, ids: list[str] | None) -> list:
+    """The production workloads a GPU trajectory runs: those named, else the smallest one (by the product of its
+    sizes). 4 blocks x 50 steps x 4 arms is 800 block calls, the fp32 path's at the largest video sizes seconds
+    each: a whole sweep of sizes would not fit a device call, and the drift is a property of the numerics."""
+    if ids:
+        by_id = {w.id: w for w in workloads}
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise KdaError(f"{block.label}: no production workload {', '.join(map(repr, unknown))}; the block has "
+                           f"{', '.join(by_id)}")
+        return [by_id[i] for i in dict.fromkeys(ids)]
+
+    def size(w) -> int:
+        return math.prod(v for v in w.dims.values() if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+
+    return [min(workloads, key=size)]
+
+
 def stack(block: BlockDef, dims: dict, depth: int, device: str):
     """`depth` copies of the block in its dtype, each seeded apart, and their fp32 twins."""
     dtype = getattr(torch, block.dtype)

@@ -82,3 +82,24 @@ def test_the_cli_runs_a_trajectory_on_the_cpu_within_80_columns(capsys, monkeypa
     out = capsys.readouterr().out
     assert "zimage cpu sizes: 1 blocks x 2 steps, arms eager" in out and "PSNR" in out
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_a_gpu_trajectory_takes_the_smallest_workload_unless_named():
+    """800 block calls at wan's 75,600 tokens (the fp32 path's attention seconds each) would not fit a device call:
+    by default the smallest production workload, else the named ones; an unknown name lists the block's."""
+    block = load_block("wan")
+    ws = block.workloads()
+    assert [w.id for w in T.pick_workloads(block, ws, None)] == ["wan_ti2v_s18144"]
+    assert [w.id for w in T.pick_workloads(block, ws, ["wan_t2v_s37800", "wan_t2v_s37800"])] == ["wan_t2v_s37800"]
+    with pytest.raises(KdaError, match="no production workload 'wan_8k'.*wan_t2v_720p_81f"):
+        T.pick_workloads(block, ws, ["wan_8k"])
+
+
+def test_workload_is_refused_where_it_would_be_ignored(monkeypatch, capsys):
+    from kda import cli
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    for argv in (["e2e", "wan", "--workload", "wan_ti2v_s18144"],
+                 ["e2e", "wan", "--cpu", "--trajectory", "--workload", "wan_ti2v_s18144"]):
+        assert cli.main(argv) != 0
+        assert "--workload picks a GPU trajectory" in capsys.readouterr().err

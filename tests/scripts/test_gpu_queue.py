@@ -116,6 +116,16 @@ def test_commands_per_mode_and_the_e2e_arguments_from_the_environment(monkeypatc
     assert Q.command(Q.Job("e2e", "wan"))[-5:] == ["wan", "--skip-arm", "compile", "--trials", "5"]
 
 
+def test_a_trajectory_job_runs_the_sampled_stack_and_packs_with_the_blocks(monkeypatch):
+    monkeypatch.setenv("KDA_E2E_ARGS", "--skip-arm compile")  # the timing run's, not the trajectory's
+    monkeypatch.setenv("KDA_TRAJ_ARGS", "--steps 10")
+    assert Q.command(Q.Job("traj", "wan"))[-5:] == ["e2e", "wan", "--trajectory", "--steps", "10"]
+    assert Q.kept_paths(Q.Job("traj", "wan")) == ["diffusion/e2e/wan/results"]
+    with pytest.raises(SystemExit, match="no block"):
+        Q.kept_paths(Q.Job("traj", "no_such_block"))
+    assert [j.label for j in Q.parse_jobs(["e2e:wan", "traj:wan"])] == ["e2e:wan", "traj:wan"]
+
+
 def test_the_zoo_job_writes_its_page_into_its_own_folder_and_only_for_the_zoo_task(tmp_path):
     cmd = Q.command(Q.Job("zoo", "fuse_scale_shift"))
     assert cmd[:2] == ["bash", "-c"] and "scripts/gpu_exploit_zoo.py" in cmd[2] and "--bench-probe" in cmd[2]
