@@ -2,8 +2,9 @@
 
 The inventory of one block call: every CUDA kernel's device time, grouped into families. Kernels run by a call site
 are the site's task's, without guessing from kernel names (which differ between Triton, CuTe DSL and CUDA builds):
-in the profiled call each site runs inside a profiler range `kda.site:<site>:<task>` with the device synchronized
-on entry and on exit, so every kernel it launched runs inside that range's time window and no other kernel does.
+in the profiled call each site runs inside a profiler range `kda.site:<site>:<task>`, the device synchronized just
+before the range opens and before it closes, so every kernel it launched runs inside that range's time window and
+no other kernel does.
 The window, not the profiler's link from a kernel to the CPU op that launched it: on the first GPU run (H200,
 2026-11-28) Triton's launches had no such link, and every Triton kernel, upstream's and the candidates', was missing
 from the inventories. The rest are told apart by name: GEMM, attention, copies, other elementwise.
@@ -19,10 +20,17 @@ import re
 from typing import Callable
 
 SITE_PREFIX = "kda.site:"
-# Recorded in each results file's provenance: how its inventories told a site's kernels apart. Files without it
-# (the first GPU run) attributed by the profiler's CPU link, which missed every Triton kernel: no prediction is read
-# from them.
-INVENTORY_METHOD = "site windows"
+# Recorded in each results file's provenance: how its inventories told a site's kernels apart. No prediction or
+# inventory plot is read from a file of an earlier method; FLAWED says why, for the page that leaves them out.
+INVENTORY_METHOD = "site windows, opened after a synchronize"
+FLAWED = {
+    # the first GPU run (2026-11-28, H200): attribution by the profiler's link to the launching CPU op
+    None: "attributed kernels by the profiler's link to a CPU op, which every Triton kernel lacks",
+    # the second (2026-11-28, H200, 32a64c9): the range opened before the entry synchronize, so the window held the
+    # tail of everything queued before the site: wan's 75,600-token attention counted as a norm site's
+    "site windows": "opened each site's window before synchronizing, so kernels still running from before the "
+                    "site (attention, GEMMs) counted as the site's",
+}
 FAMILIES = ("gemm", "attention", "copy", "other")
 _PATTERNS = (
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|softmax", re.I)),
@@ -46,17 +54,20 @@ def site_range(site: str, task: str) -> str:
 def labelled(fns: dict[str, Callable], tasks: dict[str, str],
              sync: Callable[[], None] = lambda: None) -> dict[str, Callable]:
     """Each site's function wrapped in a profiler range naming the site and its task, `sync` (the device's
-    synchronize, for the profiled call only: never in a timed one) called on entering and before leaving it."""
+    synchronize, for the profiled call only: never in a timed one) called before the range opens and before it
+    closes."""
     from torch.profiler import record_function
 
     def wrap(site: str, fn: Callable) -> Callable:
         label = site_range(site, tasks[site])
 
         def call(*args, **kwargs):
+            # Outside the range: what was queued before the site finishes before its window opens. Inside it, the
+            # window would hold the tail of that work (the second GPU run counted attention as a norm site's).
+            sync()
             with record_function(label):
-                sync()  # what was queued before the site finishes before the window opens
                 out = fn(*args, **kwargs)
-                sync()  # and the site's own kernels inside it
+                sync()  # the site's own kernels finish inside its window
                 return out
 
         return call

@@ -256,15 +256,16 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
                 "`diffusion/e2e/<block>/results/<gpu>.jsonl.gz` ([docs/e2e.md](docs/e2e.md)).")
     lines = ["| block | GPU | workload | cand / upstream eager_us | cand / upstream graph_us | cand / compile graph_us "
              "| predicted graph_us |", "|---|---|---|---|---|---|---|"]
-    from kda.e2e.inventory import INVENTORY_METHOD
+    from kda.e2e.inventory import FLAWED, INVENTORY_METHOD
 
-    unattributed = []
+    unattributed: dict[str, set[str]] = {}  # why a file's inventories are not read -> its blocks
     for path in paths:
         records = results_file.read_records(path)
         prov = records[0]
         trusted = prov.get("inventory") == INVENTORY_METHOD
         if not trusted:
-            unattributed.append(str(prov.get("block")))
+            why = FLAWED.get(prov.get("inventory"), f"were taken by an unknown method {prov.get('inventory')!r}")
+            unattributed.setdefault(why, set()).add(str(prov.get("block")))
         for r in (r for r in records if r.get("type") == "row"):
             up, comp = (r.get("speedup") or {}).get("candidate/upstream") or {}, \
                 (r.get("speedup") or {}).get("candidate/compile") or {}
@@ -276,12 +277,90 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
                          f"| {_f(pred, 3) if pred else '-'} |")
     note = " (not yet validated: the first GPU runs of the timing code)" \
         if any(results_file.read_records(p)[0].get("not_yet_validated") for p in paths) else ""
-    gap = (f" No prediction is shown for {', '.join(sorted(set(unattributed)))}: their inventories were taken "
-           "before kernels were attributed to call sites by time window and miss every Triton kernel "
-           "(docs/e2e.md)." if unattributed else "")
+    gap = "".join(f" No prediction is shown for {', '.join(sorted(blocks))}: their inventories {why} (docs/e2e.md)."
+                  for why, blocks in unattributed.items())
     return "\n".join(lines + ["", f"Median paired per-trial ratios with 95% bootstrap intervals{note}; predicted: "
                                "Amdahl over the upstream arm's profiler inventory with each task's measured graph_us "
                                f"speedup on the rows the workload was read from.{gap}"])
+
+
+def e2e_family_table(paths: list[Path]) -> str:
+    """Per workload, the upstream arm's profiled block call split by kernel family told apart by name alone (every
+    kernel: a site's norm or rope kernel counts as "other"), which holds whatever a file's attribution method once
+    its profile kept every kernel (not the first run's, which lost the Triton ones); the ceiling is the block's gain if every kernel but attention and GEMM took no time, the bound on what
+    faster site kernels can give; beside it the candidate arm's profiled call against upstream's."""
+    from kda.e2e.inventory import FAMILIES, family
+
+    lines = []
+    for path in paths:
+        records = results_file.read_records(path)
+        if not records[0].get("inventory"):  # the first run's inventories lack every Triton kernel: not a total
+            continue
+        gpu = str(records[0].get("gpu_slug", "?")).upper()
+        for r in (r for r in records if r.get("type") == "row"):
+            invs = {a: ((r.get("arms") or {}).get(a) or {}).get("inventory") for a in INVENTORY_ARMS}
+            up = invs["upstream"]
+            if not (up and up.get("kernels") and up.get("total_us")):
+                continue
+            fams = dict.fromkeys(FAMILIES, 0.0)
+            for k in up["kernels"]:
+                fams[family(k["kernel"])] += float(k["us"])
+            total = up["total_us"]
+            heavy = fams["attention"] + fams["gemm"]
+            ceiling = f"{total / heavy:.2f}" if heavy > 0 else "-"
+            cand = invs["candidate"]
+            ratio = f"{total / cand['total_us']:.3f}" if cand and cand.get("total_us") else "-"
+            cells = " | ".join(f"{100 * fams[f] / total:.0f}%" for f in FAMILIES)
+            lines.append(f"| {r['id']} | {gpu} | {total / 1000:.2f} | {cells} | {ceiling} | {ratio} |")
+    if not lines:
+        return ""
+    head = ["| workload | GPU | upstream ms | " + " | ".join(FAMILIES) + " | ceiling | profiled cand / upstream |",
+            "|---|---|---|" + "---|" * len(FAMILIES) + "---|---|"]
+    return "\n".join(head + lines + ["", "One profiled block call of the upstream arm (not a timed call), its kernels "
+                                      "grouped by name alone: a call site's norm, rope or modulation kernels are "
+                                      "among \"other\" and \"copy\". Ceiling: the block's gain if every kernel but "
+                                      "attention and GEMM took no time, the most faster site kernels can give. "
+                                      "Profiled cand / upstream: the two arms' profiled GPU time per call."])
+
+
+def trajectory_files(block_dir: Path | None = None) -> list[Path]:
+    """The trajectory results (diffusion/e2e/<block>/results/trajectory/<gpu>.jsonl.gz, `kda e2e BLOCK
+    --trajectory` on a GPU), of one block or of all."""
+    dirs = [block_dir / "results" / "trajectory"] if block_dir else \
+        sorted((repo_root() / "diffusion" / "e2e").glob("*/results/trajectory"))
+    return sorted(p for d in dirs if d.is_dir() for p in results_file.list_files(d))
+
+
+def trajectory_table(paths: list[Path], link: bool = False) -> str:
+    """Issue 40's trajectory check: per block, GPU and workload, each arm's final-latent PSNR against the fp32
+    trajectory, the candidate's gap to upstream and the verdict (at most MAX_PSNR_DROP_DB below)."""
+    from kda.e2e.trajectory import MAX_PSNR_DROP_DB
+
+    if not paths:
+        return "No trajectory has run on a GPU yet (`kda e2e BLOCK --trajectory`, docs/e2e.md)."
+
+    def db(v) -> str:
+        return "-" if v is None else (f"{v:.2f}" if math.isfinite(v) else str(v))
+
+    lines = ["| block | GPU | workload | stack | upstream dB | candidate dB | eager dB | cand - upstream | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        records = results_file.read_records(path)
+        prov = records[0]
+        name = prov.get("block")
+        cell = f"[{name}](diffusion/e2e/{name}/results.md)" if link else name
+        for r in (r for r in records if r.get("type") == "row"):
+            p = r.get("psnr") or {}
+            up, cand = p.get("upstream"), p.get("candidate")
+            gap = f"{cand - up:+.2f}" if up is not None and cand is not None and math.isfinite(up) \
+                and math.isfinite(cand) else "-"
+            lines.append(f"| {cell} | {str(prov.get('gpu_slug', '?')).upper()} | {r['id']} "
+                         f"| {r.get('depth')} x {r.get('steps')} steps | {db(up)} | {db(cand)} | {db(p.get('eager'))} "
+                         f"| {gap} | {'FAIL: ' + r['problem'] if r.get('problem') else 'ok'} |")
+    return "\n".join(lines + ["", "Final-latent PSNR against the fp32 path's trajectory (a stack of the block's copies "
+                               "under the flow-matching Euler sampler, random weights: a comparison of arms on one "
+                               "dynamic, not a sample's quality); the rule: the candidate at most "
+                               f"{MAX_PSNR_DROP_DB} dB below upstream."])
 
 
 def e2e_by_block() -> dict[Path, list[Path]]:
@@ -339,13 +418,24 @@ def e2e_block_md(block_dir: Path, paths: list[Path]) -> str:
                 f"- run: {prov.get('time_utc')}, commit `{str(prov.get('commit') or '?')[:12]}`, arms "
                 f"{', '.join(prov.get('arms') or [])}, {prov.get('trials')} trials", "", e2e_table([path]), ""]
         if e2e_plot_data(path) is None:
-            out += ["No inventory plot: the inventories of this file were taken before kernels were attributed to "
-                    "call sites by time window (docs/e2e.md), or no workload has both arms' inventories.", ""]
+            from kda.e2e.inventory import FLAWED, INVENTORY_METHOD
+
+            method = prov.get("inventory")
+            why = ("no workload has both arms' inventories" if method == INVENTORY_METHOD
+                   else "the inventories of this file " + FLAWED.get(method, f"were taken by an unknown method "
+                                                                            f"{method!r}"))
+            out += [f"No inventory plot: {why} (docs/e2e.md).", ""]
         else:
             out += [f"![inventory](plots/{e2e_plot_name(path)})", "",
                     "Each workload's upstream and candidate bars split one block call's GPU time by owner (each "
                     "task's kernels at its call sites, then GEMM, attention, copies, other), as shares of the "
                     "upstream arm's total (profiler inventory, one call, not the timed calls).", ""]
+    shares = e2e_family_table(paths)
+    if shares:
+        out += ["## Where the time goes", "", shares, ""]
+    trajectories = trajectory_files(block_dir)
+    if trajectories:
+        out += ["## Trajectories", "", trajectory_table(trajectories), ""]
     return "\n".join(out)
 
 
@@ -865,7 +955,9 @@ def generate(results: dict[Path, list[ResultsFile]] | None = None,
         raise KdaError(f"{readme}: missing the markers {E2E_START} and {E2E_END} around the end-to-end table")
     head, rest = text.split(E2E_START, 1)
     _, tail = rest.split(E2E_END, 1)
-    texts[readme] = f"{head}{E2E_START}\n{e2e_table(e2e_files(), link=True)}\n{E2E_END}{tail}"
+    texts[readme] = (f"{head}{E2E_START}\n{e2e_table(e2e_files(), link=True)}\n\n"
+                     f"**Trajectories** (`kda e2e BLOCK --trajectory`, issue 40):\n\n"
+                     f"{trajectory_table(trajectory_files(), link=True)}\n{E2E_END}{tail}")
     for block_dir, paths in e2e_by_block().items():
         texts[block_dir / "results.md"] = e2e_block_md(block_dir, paths)
     return texts
