@@ -34,20 +34,30 @@ def _rows(task, sweep: tuple[int, int | None] | None):
     return build(task, sweep[0], sweep[1]).parsed()
 
 
+def warm_inputs(row, device: str) -> dict:
+    """The row's inputs with values, as the worker fills them: left as allocated, an index input (positions) holds
+    garbage, and on 2026-11-28 (H200) qknorm_rope's compiled peer tripped a device-side assert on one, which poisons
+    the CUDA context and failed every later build of that worker process (15 of 38 built)."""
+    from kda.definition.workloads import build_inputs, refill_inputs
+
+    inputs = build_inputs(row, device)
+    refill_inputs(row, inputs, row.seed)
+    return inputs
+
+
 def _warm(task_name: str, row_id: str, peer: bool,
           sweep: tuple[int, int | None] | None = None) -> tuple[str, float, str]:
     import torch
     from kda.harness.peers import peer_call, peer_math
     from kda.definition.task import Task
     from kda.vendor import load_entry_points, vendor_task
-    from kda.definition.workloads import build_inputs
 
     torch.set_grad_enabled(False)  # as the worker runs every arm
     t0 = time.time()
     task = Task.load(task_name)
     try:
         row = next(r for r in _rows(task, sweep) if r.id == row_id)
-        inputs = build_inputs(row, "cuda")
+        inputs = warm_inputs(row, "cuda")
         specs = task.adapter.output_specs(row, inputs)
         if peer:
             peer_call(peer_math(task.oracle), row, inputs, {k: dt for k, (_, dt) in specs.items()}, "compile")()

@@ -37,3 +37,16 @@ def test_a_sweep_warms_the_rows_the_sweep_bench_draws():
     first = WARM.builds(task, peer=True, sweep=(5, 7))
     assert list(first.values()) == [r["id"] for r in build(task, 5, 7).rows]
     assert not set(first.values()) & {r.id for r in task.select()}
+
+
+def test_warm_inputs_hold_values_the_row_declares_not_whatever_was_allocated():
+    """Left as allocated, qknorm_rope's positions held garbage and the compiled peer's gather tripped a device-side
+    assert on the H200 (2026-11-28): the warm-up fills every input as the worker does."""
+    import torch
+
+    task = Task.load("qknorm_rope")
+    row = next(r for r in task.select(cpu_only=True) if r.tensors.get("positions") is not None)
+    inputs = WARM.warm_inputs(row, "cpu")
+    pos, cache = inputs["positions"], inputs["cos_sin_cache"]
+    assert torch.equal(pos, torch.arange(pos.numel())) and pos.numel() <= cache.shape[0]  # dist "arange"
+    assert torch.isfinite(inputs["q"]).all() and float(inputs["q"].float().abs().max()) > 0
