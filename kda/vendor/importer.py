@@ -26,6 +26,7 @@ SHIMS = {
     "sglang.kernel_api_logging": "sglang_kernel_api_logging.py",
     "sglang.utils": "sglang_utils.py",
     "sglang.srt.utils": "sglang_srt_utils.py",  # 0.5.23's diffusion kernels (upstream_latest)
+    "sglang.kernels.jit.utils": "sglang_kernels_jit_utils.py",  # 0.5.23's Blackwell-only native norm path
 }
 
 
@@ -67,7 +68,9 @@ class GuardedUpstreamFinder(importlib.abc.MetaPathFinder):
         source = self.files.get(fullname) or self.shims.get(fullname)
         if source is not None:
             self.loaded.append(fullname)
-            return importlib.util.spec_from_file_location(fullname, source)
+            # a package's __init__ gets a (empty) search path: its submodules still come from this finder
+            return importlib.util.spec_from_file_location(
+                fullname, source, submodule_search_locations=[] if _is_package(source) else None)
         if fullname in self.packages:
             return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
         raise ImportError(
@@ -77,7 +80,14 @@ class GuardedUpstreamFinder(importlib.abc.MetaPathFinder):
 
 
 def module_name(wheel_path: str) -> str:
-    return wheel_path[: -len(".py")].replace("/", ".")
+    """`a/b/c.py` -> `a.b.c`; a vendored `a/b/__init__.py` is the package `a.b` itself (0.5.23's
+    `kda_kernels/__init__.py` defines the helper its kernels import from the package)."""
+    name = wheel_path[: -len(".py")].replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def _is_package(source: Path) -> bool:
+    return Path(source).name == "__init__.py"
 
 
 def install_finder(top: str, root: Path, wheel_paths: list[str], shims: list[str]) -> GuardedUpstreamFinder:
@@ -152,6 +162,13 @@ class _Renamer(ast.NodeTransformer):
             return self.alias + name[len(self.top):]
         return name
 
+    def _op(self, name: str) -> str:
+        """A torch.library name "sglang::op" of the later release into the alias's namespace: both releases register
+        `sglang::fused_norm_scale_shift`, and torch refuses a second registration of one name in a process."""
+        if name.startswith(self.top + "::"):
+            return self.alias + name[len(self.top):]
+        return self._name(name)
+
     def visit_Import(self, node):
         binds_top = False
         for a in node.names:
@@ -171,7 +188,7 @@ class _Renamer(ast.NodeTransformer):
 
     def visit_Constant(self, node):
         if isinstance(node.value, str):
-            node.value = self._name(node.value)
+            node.value = self._op(node.value)
         return node
 
 
@@ -206,8 +223,9 @@ class AliasedUpstreamFinder(importlib.abc.MetaPathFinder):
         source = self.inner.files.get(name) or self.inner.shims.get(name)
         if source is not None:
             self.loaded.append(fullname)
-            return importlib.util.spec_from_file_location(fullname, source,
-                                                          loader=_AliasLoader(fullname, source, self.top, self.alias))
+            return importlib.util.spec_from_file_location(
+                fullname, source, loader=_AliasLoader(fullname, source, self.top, self.alias),
+                submodule_search_locations=[] if _is_package(source) else None)
         if name in self.inner.packages:
             return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
         raise ImportError(f"vendored upstream code of {self.alias} imported {name!r}, which is neither a vendored "

@@ -165,3 +165,82 @@ def test_a_candidate_calling_todays_release_is_a_forbidden_call():
     assert proc.returncode == 0, proc.stderr[-2000:]
     hits, _, first = proc.stdout.strip().partition(" ")
     assert int(hits) > 0 and "sglang-0.5.23" in first, proc.stdout
+
+
+def test_both_releases_register_their_custom_op_under_one_name_without_a_clash(tmp_path):
+    """SGLang 0.5.15 and 0.5.23 both register `sglang::fused_norm_scale_shift` (torch.library); torch refuses the
+    second registration of a name, so the later release's ops go into the alias's namespace."""
+    import torch
+
+    top = f"fakeop_{uuid.uuid4().hex[:8]}"
+    alias = alias_name(top, "9.1")
+    files = []
+    for root, value in ((tmp_path / "old", 1.0), (tmp_path / "new", 2.0)):
+        (root / top).mkdir(parents=True)
+        (root / top / "op.py").write_text(textwrap.dedent(f"""\
+            import torch
+
+            @torch.library.custom_op("{top}::scaled", mutates_args=())
+            def scaled(x: torch.Tensor) -> torch.Tensor:
+                return x * {value}
+            """))
+        files = [f"{top}/op.py"]
+    try:
+        install_finder(top, tmp_path / "old", files, [])
+        install_alias_finder(top, "9.1", tmp_path / "new", files, [])
+        old = importlib.import_module(f"{top}.op").scaled
+        new = importlib.import_module(f"{alias}.op").scaled
+        x = torch.ones(2)
+        assert float(old(x)[0]) == 1.0 and float(new(x)[0]) == 2.0
+        assert hasattr(getattr(torch.ops, top), "scaled") and hasattr(getattr(torch.ops, alias), "scaled")
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if not (
+            isinstance(f, GuardedUpstreamFinder) and f.top == top or isinstance(f, AliasedUpstreamFinder)
+            and f.alias == alias)]
+        for name in [n for n in sys.modules if n.startswith(top)]:
+            del sys.modules[name]
+
+
+CUTE_BOTH = textwrap.dedent("""\
+    import sys
+    from unittest import mock
+    import torch
+    # No CuTe DSL wheel for this Python on the CPU machine (the GPU machine carries one): stand-ins, enough to run
+    # the modules' top level, so what is checked is the import closure and the registrations, not the kernels.
+    for name in ("cutlass", "cutlass.cute", "cuda", "cuda.bindings", "cuda.bindings.driver", "einops"):
+        sys.modules.setdefault(name, mock.MagicMock(name=name))
+    from kda.definition.task import Task
+    from kda.vendor.fetch import vendor_task
+    from kda.vendor.importer import load_entry_points, load_latest_entry_points
+    t = Task.load("cutedsl_norm_scale_shift")
+    old = load_entry_points(t.cfg, vendor_task(t.cfg))
+    new = load_latest_entry_points(t.cfg, vendor_task(t.cfg, section="upstream_latest"))
+    assert sorted(old) == sorted(new), (sorted(old), sorted(new))
+    # torch.library custom ops (CustomOpDef): each release's under its own namespace
+    assert {getattr(f, "_namespace", None) for f in new.values()} == {"sglang_0_5_23"}
+    assert {getattr(f, "_namespace", None) for f in old.values()} == {"sglang"}
+    for fn in sorted(new):
+        assert hasattr(torch.ops.sglang, fn) and hasattr(torch.ops.sglang_0_5_23, fn), fn
+    import importlib
+    native = importlib.import_module("sglang_0_5_23.kernels.kda_kernels.norm_scale_shift_jit")
+    x = torch.zeros(1, 4, 3072, dtype=torch.bfloat16)
+    assert native.try_fused_norm_scale_shift(x, None, None, x[0, 0], x[0, 0], "layer", 1e-6) is None
+    try:  # what the module would build on a Blackwell GPU: the shim refuses, naming why
+        native.load_jit("norm_scale_shift_native", cuda_files=[])
+    except RuntimeError as e:
+        print("native:", "Blackwell-only" in str(e))
+    print("ok", " ".join(sorted(new)))
+    """)
+
+
+def test_sglang_0_5_23_cute_norm_loads_beside_0_5_15_each_op_in_its_own_namespace():
+    """cutedsl_norm_scale_shift's [upstream_latest]: 0.5.23's rewrite registers the same custom-op names as 0.5.15's
+    kernel; both load in one process, 0.5.23's under `sglang_0_5_23::`. Its Blackwell-only native path imports the
+    JIT shim and declines a tensor off CUDA (on Hopper it declines before building), so the CuTe DSL kernel is what
+    the facade runs there."""
+    env = {**os.environ, "PYTHONPATH": str(repo_root())}
+    proc = subprocess.run([sys.executable, "-c", CUTE_BOTH], cwd=repo_root(), env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ok fused_norm_scale_shift fused_scale_residual_norm_scale_shift" in proc.stdout
+    assert "native: True" in proc.stdout
