@@ -225,8 +225,9 @@ class _OnGpu:
 
 
 def _production_paths(monkeypatch, gpu: str) -> dict:
-    """{path: production row ids} as `_plan` assigns the rows on a GPU named `gpu` with 132 SMs and 227 KB of shared
-    memory a block (H100 and H200 both), the team kernel's grid answered as sm_90 holds it (five programs an SM)."""
+    """{path: production row ids} as `_plan` assigns the rows on an sm_90 GPU named `gpu` with 132 SMs and 227 KB
+    of shared memory a block (H100 and H200 both), the team kernel's grid answered as sm_90 holds it (five programs
+    an SM)."""
     import collections
     import types
 
@@ -236,6 +237,7 @@ def _production_paths(monkeypatch, gpu: str) -> dict:
     monkeypatch.setattr(m, "_gpu_named", lambda device, names: any(k in gpu for k in names))
     monkeypatch.setattr(m, "_gn_team_kernel", types.SimpleNamespace(warmup=lambda *a, grid, num_warps: None))
     monkeypatch.setattr(m, "resident_blocks", lambda kernel, warps: 5)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # H100 and H200: sm_90
     paths = collections.defaultdict(list)
     for r in TASK.rows:
         if not r.production:

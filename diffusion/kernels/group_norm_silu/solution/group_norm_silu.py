@@ -37,6 +37,11 @@ import triton.language as tl
 from kda.runtime.cuda_ext import CudaExtension
 from kda.runtime.lean_launch import LaunchCache, Plan, cdiv, next_pow2, resident_blocks
 
+# The CUDA extension's paths (resident, held, and the device limits the team path reads) run from sm_90 on: its held
+# kernel uses bulk copies and mbarrier transaction counts, and no path was measured on an older GPU. Below that (an
+# A100, an L40S) every input takes the Triton plan. The sm_80/sm_89 builds still compile (kda rules).
+_EXT_MIN_CAPABILITY = (9, 0)
+_PLANS_MAX = 256  # plans kept (kda rules: bounded caches)
 _EXT = CudaExtension("kda_group_norm_silu", __file__, "csrc", ("binding.cpp", "gn_resident.cu", "gn_held.cu"),
                      ("gn_resident.h", "gn_common.cuh"))
 
@@ -742,9 +747,9 @@ def _resident_counters(device, units):
     return _zeroed_ints(_generations, device, units, 128)
 
 
-_counters = {}
-_epochs = {}
-_generations = {}
+_counters = {}  # bounded: one buffer per CUDA device (_zeroed_ints keys by device index)
+_epochs = {}  # bounded: one buffer per CUDA device
+_generations = {}  # bounded: one buffer per CUDA device
 
 
 def team_launch(x, weight, bias, G, tp):
@@ -813,7 +818,7 @@ def _run_team(x, weight, bias, out, eps, launch):
     return True
 
 
-_limits = {}
+_limits = {}  # bounded: one entry per CUDA device index
 
 
 def _device_limits(device):
@@ -839,6 +844,8 @@ def _plan(x, weight, bias, G):
     if fallback is None or not x.is_cuda or not x.is_contiguous() or x.dtype not in _RESIDENT_DTYPES \
             or any(d not in _RESIDENT_DTYPES or d != wb[0] for d in wb):
         return fallback
+    if torch.cuda.get_device_capability(x.device) < _EXT_MIN_CAPABILITY:
+        return fallback  # the extension's kernels were written and measured for sm_90 (its held kernel traps below)
     B, C = x.shape[0], x.shape[1]
     S = x.numel() // (B * C)
     sms, smem = _device_limits(x.device)
@@ -971,6 +978,8 @@ def _group_norm_silu(x, weight, bias, num_groups, eps, out):
     key = _plan_key(x, weight, bias, G)
     plan = _plans.get(key, False)
     if plan is False:
+        if len(_plans) >= _PLANS_MAX:  # first in, first out: a server meets a few signatures, a sweep many
+            del _plans[next(iter(_plans))]
         plan = _plans[key] = _plan(x, weight, bias, G)
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)

@@ -196,6 +196,11 @@ __device__ __forceinline__ void for_rounds(int n, int g, F&& f) {
 
 template <typename T, int kStat, int kApply, bool kRegs>
 __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(HeldParams p, DType wb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // Bulk copies and mbarrier transaction counts are sm_90 instructions: an sm_80/sm_89 build of the extension keeps
+  // this kernel as a trap, and the planner never takes the held path below sm_90 (_EXT_MIN_CAPABILITY).
+  __trap();
+#else
   constexpr int kStatThreads = kStat * 32, kApplyThreads = kApply * 32;
   constexpr int kCopyWarp = kStat + kApply, kSyncWarp = kCopyWarp + 1, kPubWarp = kSyncWarp + 1;
   using V = Vec<T>;
@@ -515,6 +520,7 @@ __global__ void __launch_bounds__((kStat + kApply) * 32 + 96, 1) gn_held_kernel(
     }
   }
   if (g == 0) GN_TRACE(HeldTrace::kApplyDone);
+#endif
 }
 
 template <typename T, int kStat, int kApply, bool kRegs = false>
