@@ -6,6 +6,10 @@ Arms:
     only-<task>    that task's candidate at its sites, upstream everywhere else: what one task alone buys
     eager          the PyTorch path at every site (kda.definition.eager_chains)
     compile        the eager arm, with the whole block under torch.compile (the runner compiles; the sites are eager's)
+    latest         today's SGLang per op (issue 40): at each site, the entry point of the release the site's task pins
+                   in [upstream_latest] (0.5.23), loaded as the worker loads the peer `latest`; a task that pins none
+                   runs its 0.5.15 baseline there and `latest_sources` says why. The fused sites 0.5.23 mounts in
+                   some models (one kernel for a chain of our sites) are not modeled: this is 0.5.23 op by op.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from kda.definition.task import Task
 from kda.definition import eager_chains
 from kda.e2e.block import BlockDef
 
-FIXED_ARMS = ("upstream", "candidate", "eager", "compile")
+FIXED_ARMS = ("upstream", "candidate", "eager", "compile", "latest")
 ONLY = "only-"
 
 
@@ -51,6 +55,21 @@ def _upstream(task: Task) -> dict[str, Callable]:
     return load_entry_points(task.cfg, vendor_task(task.cfg))
 
 
+def _latest(task: Task) -> dict[str, Callable]:
+    if not task.cfg["upstream_latest"]["version"]:
+        return _upstream(task)
+    from kda.vendor import vendor_task
+    from kda.vendor.importer import load_latest_entry_points
+
+    return load_latest_entry_points(task.cfg, vendor_task(task.cfg, section="upstream_latest"))
+
+
+def latest_sources(block: BlockDef) -> dict[str, str]:
+    """What the `latest` arm runs for each of the block's tasks, without loading anything: `sglang==0.5.23` where the
+    task pins a later release, else its baseline's release and the task's reason (`[upstream_latest] note`)."""
+    return {name: latest_sources_of(name) for name in block.tasks}
+
+
 def _candidate(task: Task) -> dict[str, Callable]:
     mod = task.load_solution()
     return {e.split(":")[1]: getattr(mod, e.split(":")[1], None) for e in task.cfg["task"]["entry_points"]}
@@ -69,9 +88,11 @@ def kernel_set(block: BlockDef, arm: str) -> KernelSet:
         else:
             if (kind, site.task) not in loaded:
                 task = Task.load(site.task)
-                loaded[kind, site.task] = _upstream(task) if kind == "upstream" else _candidate(task)
+                loaded[kind, site.task] = {"upstream": _upstream, "latest": _latest}.get(kind, _candidate)(task)
             fn = loaded[kind, site.task].get(site.entry)
-            where = f"{site.task} {'vendored' if kind == 'upstream' else 'solution'}:{site.entry}"
+            origin = {"upstream": "vendored", "candidate": "solution"}.get(kind) or \
+                f"vendored {latest_sources_of(site.task)}"
+            where = f"{site.task} {origin}:{site.entry}"
         if not callable(fn):
             raise KdaError(f"{block.label} site {site.name!r}: the {kind} arm has no function {site.entry!r} "
                            f"({where})")
@@ -79,9 +100,16 @@ def kernel_set(block: BlockDef, arm: str) -> KernelSet:
     return KernelSet(arm, fns, sources)
 
 
+def latest_sources_of(task: str) -> str:
+    cfg = Task.load(task).cfg
+    latest = cfg["upstream_latest"]
+    return f"{latest['package']}=={latest['version']}" if latest["version"] else \
+        f"{cfg['upstream']['package']}=={cfg['upstream']['version']} ({latest['note'] or 'not pinned'})"
+
+
 def _kind(arm: str, task: str) -> str:
     if arm in ("eager", "compile"):
         return "eager"
-    if arm in ("upstream", "candidate"):
+    if arm in ("upstream", "candidate", "latest"):
         return arm
     return "candidate" if arm == ONLY + task else "upstream"

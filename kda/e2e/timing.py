@@ -35,7 +35,7 @@ from kda.core.gpu import gpu_slug
 from kda.e2e.block import BlockDef, Workload
 from kda.e2e.check import _run_arm, build, fresh, upcast
 from kda.e2e import inventory
-from kda.e2e.kernels import KernelSet, arms as all_arms, kernel_set
+from kda.e2e.kernels import KernelSet, arms as all_arms, kernel_set, latest_sources
 from kda.harness.stats import paired_speedup
 from kda.harness import results_file
 from kda.harness.provenance import git_state
@@ -249,11 +249,12 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
     return {**row, "inner": n, "arms": recs, "speedup": speedups(samples, block.data["block"]["seed"])}
 
 
+LATEST_SCOPE = "per op: 0.5.23's kernel at each site whose task pins it; its fused sites are not modeled"
 RESAMPLES = 2000
 # What each speedup compares: (base arm, arm), written `arm/base` (base time over arm time); the candidate over what
 # a user runs today and over what they could pick instead, and each one-task arm over upstream (what that task
 # alone buys).
-PAIRS = (("upstream", "candidate"), ("compile", "candidate"), ("eager", "candidate"))
+PAIRS = (("upstream", "candidate"), ("compile", "candidate"), ("eager", "candidate"), ("latest", "candidate"))
 METRICS = ("eager_us", "graph_us")
 
 
@@ -332,6 +333,8 @@ def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tupl
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "wheel": block.data["wheel"], "follows": str(block.follows), "not_yet_validated": True,
             "inventory": inventory.INVENTORY_METHOD}
+    if "latest" in arms:  # what today's-SGLang arm ran per task (kda.e2e.kernels: op by op, no fused sites)
+        prov["latest"] = {"scope": LATEST_SCOPE, "tasks": latest_sources(block)}
     t0 = time.monotonic()
     rows = []
     for i, w in enumerate(workloads, 1):

@@ -255,7 +255,8 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
         return ("No model block has been timed on a GPU yet: `kda e2e BLOCK` writes "
                 "`diffusion/e2e/<block>/results/<gpu>.jsonl.gz` ([docs/e2e.md](docs/e2e.md)).")
     lines = ["| block | GPU | workload | cand / upstream eager_us | cand / upstream graph_us | cand / compile graph_us "
-             "| predicted graph_us |", "|---|---|---|---|---|---|---|"]
+             "| cand / 0.5.23 graph_us | predicted graph_us |", "|---|---|---|---|---|---|---|---|"]
+    older: dict[str, list[str]] = {}  # block -> its tasks whose latest arm ran the 0.5.15 baseline, with why
     from kda.e2e.inventory import FLAWED, INVENTORY_METHOD
 
     unattributed: dict[str, set[str]] = {}  # why a file's inventories are not read -> its blocks
@@ -266,22 +267,29 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
         if not trusted:
             why = FLAWED.get(prov.get("inventory"), f"were taken by an unknown method {prov.get('inventory')!r}")
             unattributed.setdefault(why, set()).add(str(prov.get("block")))
+        for task, what in ((prov.get("latest") or {}).get("tasks") or {}).items():
+            if "0.5.23" not in what.split(" ")[0]:
+                older.setdefault(str(prov.get("block")), []).append(f"{task} on {what}")
         for r in (r for r in records if r.get("type") == "row"):
-            up, comp = (r.get("speedup") or {}).get("candidate/upstream") or {}, \
-                (r.get("speedup") or {}).get("candidate/compile") or {}
+            sp = r.get("speedup") or {}
+            up, comp, latest = (sp.get(k) or {} for k in ("candidate/upstream", "candidate/compile",
+                                                            "candidate/latest"))
             pred = (r.get("predicted") or {}).get("graph_us") if trusted else None
             name = prov.get("block")
             cell = f"[{name}](diffusion/e2e/{name}/results.md)" if link else name
             lines.append(f"| {cell} | {str(prov.get('gpu_slug', '?')).upper()} | {r['id']} "
                          f"| {_ci(up.get('eager_us'))} | {_ci(up.get('graph_us'))} | {_ci(comp.get('graph_us'))} "
-                         f"| {_f(pred, 3) if pred else '-'} |")
+                         f"| {_ci(latest.get('graph_us'))} | {_f(pred, 3) if pred else '-'} |")
     note = " (not yet validated: the first GPU runs of the timing code)" \
         if any(results_file.read_records(p)[0].get("not_yet_validated") for p in paths) else ""
     gap = "".join(f" No prediction is shown for {', '.join(sorted(blocks))}: their inventories {why} (docs/e2e.md)."
                   for why, blocks in unattributed.items())
+    latest_note = " 0.5.23: SGLang 0.5.23's kernel for each call site's op (the arm `latest`), its fused sites not " \
+        "modeled" + ("; " + "; ".join(f"{b} runs {', '.join(ts)}" for b, ts in sorted(older.items())) if older else "") \
+        + "."
     return "\n".join(lines + ["", f"Median paired per-trial ratios with 95% bootstrap intervals{note}; predicted: "
                                "Amdahl over the upstream arm's profiler inventory with each task's measured graph_us "
-                               f"speedup on the rows the workload was read from.{gap}"])
+                               f"speedup on the rows the workload was read from.{latest_note}{gap}"])
 
 
 def e2e_family_table(paths: list[Path]) -> str:

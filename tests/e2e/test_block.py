@@ -123,14 +123,32 @@ def test_an_unknown_block_lists_the_known_ones():
 
 @pytest.mark.parametrize("name", all_blocks())
 def test_every_arm_but_upstream_resolves_every_site_on_the_cpu(name):
-    """Upstream arms load CUDA and CuTe DSL baselines (GPU only); their names are checked by test_sites."""
+    """Upstream and latest arms load CUDA and CuTe DSL baselines (GPU only); their names are checked by test_sites
+    and, for latest, below on a block of Triton sites."""
     block = load_block(name)
     for arm in arms(block):
-        if arm.startswith("only-") or arm == "upstream":
+        if arm.startswith("only-") or arm in ("upstream", "latest"):
             continue
         ks = kernel_set(block, arm)
         assert set(ks.sources) == {s.name for s in block.sites}
-    assert set(arms(block)) >= {"upstream", "candidate", "eager", "compile"} | {f"only-{t}" for t in block.tasks}
+    assert set(arms(block)) >= {"upstream", "candidate", "eager", "compile", "latest"} | \
+        {f"only-{t}" for t in block.tasks}
+
+
+def test_the_latest_arm_runs_each_sites_op_from_the_release_its_task_pins():
+    """Issue 40, op by op: ltx2's rotary sites take SGLang 0.5.23's entry point (rotary_embedding pins it), loaded
+    under the alias beside 0.5.15; a task that pins nothing is named with its baseline's release and its reason."""
+    from kda.e2e.kernels import latest_sources
+
+    block = load_block("ltx2")
+    ks = kernel_set(block, "latest")
+    assert ks.sources and all("sglang==0.5.23" in src for src in ks.sources.values()), ks.sources
+    assert all(fn.__module__.startswith("sglang_0_5_23.") for fn in ks._fns.values())
+    up = kernel_set(block, "upstream")
+    assert all(not fn.__module__.startswith("sglang_0_5_23.") for fn in up._fns.values())
+    assert latest_sources(block) == {"rotary_embedding": "sglang==0.5.23"}
+    zimage = latest_sources(load_block("zimage"))
+    assert zimage["qknorm_rope"].startswith("sglang==0.5.15 (") and "JIT" in zimage["qknorm_rope"]
 
 
 def test_the_gpu_timing_module_imports_and_refuses_the_cpu():

@@ -201,6 +201,20 @@ def test_speedups_follow_the_pairs():
     assert set(got) == {"candidate/upstream", "candidate/compile", "only-x/upstream"}
     assert got["candidate/upstream"]["graph_us"]["median"] == 2.0
     assert got["only-x/upstream"]["eager_us"]["median"] == 1.0
+    s["latest"] = {"eager_us": [1.5, 1.5], "graph_us": [0.75, 0.75]}  # today's SGLang, op by op
+    assert timing.speedups(s, 0)["candidate/latest"]["graph_us"]["median"] == 1.5
+
+
+def test_a_run_with_the_latest_arm_records_what_it_ran_per_task(cpu, monkeypatch, tmp_path):
+    dev, block = cpu
+    _fake_arms(monkeypatch)
+    path = timing.bench(block, ["upstream", "candidate", "latest"], trials=TRIALS, out=tmp_path, log=lambda m: None)
+    prov, row = results_file.read_records(path)[:2]
+    assert prov["latest"]["scope"] == timing.LATEST_SCOPE and "fused sites are not modeled" in prov["latest"]["scope"]
+    assert set(prov["latest"]["tasks"]) == set(block.tasks)
+    assert "candidate/latest" in row["speedup"]
+    without = timing.bench(block, ["upstream", "candidate"], trials=TRIALS, out=tmp_path / "b", log=lambda m: None)
+    assert "latest" not in results_file.read_records(without)[0]
 
 
 def test_kda_e2e_on_a_gpu_goes_through_bench(cpu, monkeypatch, tmp_path, capsys):

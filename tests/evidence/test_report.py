@@ -375,20 +375,25 @@ def test_the_e2e_table_reads_a_blocks_results_file(tmp_path):
     sp = lambda m: {"median": m, "ci": [m - 0.01, m + 0.01], "n": 15}  # noqa: E731
     row = {"type": "row", "id": "qwen_image_1024px_txt47",
            "speedup": {"candidate/upstream": {"eager_us": sp(1.04), "graph_us": sp(1.02)},
-                       "candidate/compile": {"graph_us": sp(0.97)}},
+                       "candidate/compile": {"graph_us": sp(0.97)}, "candidate/latest": {"graph_us": sp(1.01)}},
            "predicted": {"graph_us": 1.031}}
     path = results_file.write(tmp_path / "h100.jsonl.gz", [
         {"type": "provenance", "block": "qwen_image", "gpu_slug": "h100", "not_yet_validated": True,
-         "inventory": INVENTORY_METHOD}, row, {"type": "summary", "rows": 1}])
+         "inventory": INVENTORY_METHOD, "latest": {"tasks": {"fuse_scale_shift": "sglang==0.5.23",
+                                                             "qknorm_rope": "sglang==0.5.15 (JIT rewrite)"}}},
+        row, {"type": "summary", "rows": 1}])
     text = report.e2e_table([path])
     assert "| qwen_image | H100 | qwen_image_1024px_txt47 | 1.040 [1.030, 1.050] | 1.020 [1.010, 1.030] " \
-           "| 0.970 [0.960, 0.980] | 1.031 |" in text
+           "| 0.970 [0.960, 0.980] | 1.010 [1.000, 1.020] | 1.031 |" in text
+    # the latest arm's tasks that ran the baseline's release are named, with why
+    assert "qwen_image runs qknorm_rope on sglang==0.5.15 (JIT rewrite)" in text and "fuse_scale_shift on" not in text
     assert "(not yet validated" in text and "No prediction is shown" not in text
     # a file from before the inventory attributed by time window: its prediction is not shown, and why
     old = results_file.write(tmp_path / "h200.jsonl.gz", [
         {"type": "provenance", "block": "wan", "gpu_slug": "h200"}, {**row, "id": "wan_t2v"}, {"type": "summary"}])
     text = report.e2e_table([path, old])
-    assert "| wan | H200 | wan_t2v | 1.040 [1.030, 1.050] | 1.020 [1.010, 1.030] | 0.970 [0.960, 0.980] | - |" in text
+    assert "| wan | H200 | wan_t2v | 1.040 [1.030, 1.050] | 1.020 [1.010, 1.030] | 0.970 [0.960, 0.980] " \
+           "| 1.010 [1.000, 1.020] | - |" in text
     assert "No prediction is shown for wan:" in text and "| 1.031 |" in text
     # the second run's: windows opened before the synchronize, attention counted as a site's
     flawed = results_file.write(tmp_path / "h100-b.jsonl.gz", [
