@@ -82,7 +82,14 @@ class LaunchCache:
         self.run(Plan(grid, [t.dtype for t in tensors], ints, constexprs, num_warps), tensors, floats)
 
     def run(self, plan: Plan, tensors, floats):
-        key = (plan.key, tuple([t.data_ptr() % 16 == 0 for t in tensors]), tensors[0].get_device())
+        device = tensors[0].get_device()
+        if device >= 0 and device != torch._C._cuda_getDevice():
+            # A caller whose current device is another GPU (issue 37): Triton's first launch compiles and launches on
+            # the current device, and a kernel launched there would read this tensor's memory from the wrong GPU.
+            # Upstream enters torch.cuda.device(x.device) on every call; one comparison here costs far less.
+            with torch.cuda.device(device):
+                return self.run(plan, tensors, floats)
+        key = (plan.key, tuple([t.data_ptr() % 16 == 0 for t in tensors]), device)
         k = self.compiled.get(key)
         hooks = _hooks_set()
         if k is None or hooks:

@@ -137,3 +137,49 @@ def test_the_cache_of_compiled_launches_is_bounded_oldest_out(monkeypatch):
         cache.run(Plan((1, 1, 1), (x.dtype,), (), (n,), 1), (x,), ())
     assert len(cache.compiled) == 4
     assert [k[0][2] for k in cache.compiled] == [(6,), (7,), (8,), (9,)]  # the plan key's constexprs: the last four
+
+
+class _OnDevice:
+    """A tensor's face to LaunchCache.run: its device index and pointer (a CUDA tensor, without a GPU)."""
+
+    def __init__(self, device):
+        self.device, self.dtype = device, torch.float32
+
+    def get_device(self):
+        return self.device
+
+    def data_ptr(self):
+        return 4096
+
+
+def test_a_launch_runs_on_the_tensors_device_whatever_the_callers_current_device(monkeypatch):
+    """Issue 37: upstream launches under torch.cuda.device(x.device); a caller on GPU 0 with tensors on GPU 1 must
+    not launch there (Triton's first launch compiles and runs on the current device). The switch happens only when
+    the devices differ, and is undone after the call."""
+    from kda.runtime import lean_launch
+
+    current = [0]
+    seen = []
+
+    class _Device:  # torch.cuda.device(i) as a context manager over `current`
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            self.prev, current[0] = current[0], self.index
+
+        def __exit__(self, *exc):
+            current[0] = self.prev
+
+    class _Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: seen.append(current[0]) or _CompiledStub()
+
+    monkeypatch.setattr(lean_launch, "_hooks_set", lambda: True)  # Triton's own path, every call
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current[0], raising=False)
+    monkeypatch.setattr(torch.cuda, "device", _Device)
+    cache = LaunchCache(_Kernel())
+    plan = Plan((1, 1, 1), (torch.float32,), (), (), 1)
+    cache.run(plan, (_OnDevice(1),), ())
+    cache.run(plan, (_OnDevice(0),), ())
+    assert seen == [1, 0] and current == [0]
