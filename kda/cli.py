@@ -501,8 +501,12 @@ def cmd_shapes(args) -> int:
         from kda.shapes.catalog import load_catalog
         from kda.shapes.generate import sync
 
+        from kda.shapes import llm
+
         models = load_catalog()  # a broken catalog fails here, naming file, key and row
         messages, problems = sync(_all_tasks(), check=args.check)
+        llm_messages, llm_problems = llm.sync(check=args.check)  # the LLM campaign's grid (issue 35)
+        messages, problems = messages + llm_messages, problems + llm_problems
         print(f"shape catalog: {len(models)} model file(s), {sum(len(m.rows) for m in models)} row(s)")
         print("\n".join(messages))
         if problems:
