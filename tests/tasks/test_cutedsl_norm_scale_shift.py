@@ -152,3 +152,19 @@ _PROBE = textwrap.dedent("""
 
 def test_candidate_residual_layouts_no_row_reaches(interpreted):
     interpreted(_PROBE)
+
+
+def test_the_candidates_plan_cache_keeps_at_most_plans_max_signatures_first_in_first_out(monkeypatch):
+    """Issue 37's bounded caches: a sweep of shapes must not grow the plan cache without bound (nothing launches:
+    the plan is stubbed to None)."""
+    import sys
+
+    impl = sys.modules[TASK.load_solution().__name__ + ".norm_scale_shift"]
+    monkeypatch.setattr(impl, "_plans", {})
+    monkeypatch.setattr(impl, "_PLANS_MAX", 3)
+    monkeypatch.setattr(impl, "_plan", lambda *a: (None, False, False))
+    shapes = [(1, n, 256) for n in range(1, 6)]
+    for shape in shapes:
+        x = torch.zeros(shape)
+        impl.fused_norm_scale_shift(x, None, None, x, x, "layer")
+    assert [k[0][0] for k in impl._plans] == [torch.Size(s) for s in shapes[-3:]]

@@ -550,8 +550,10 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
     ), has_w, has_b
 
 
-# Launch plans by input signature: a repeated call (the production case) skips validation and layout analysis.
+# Launch plans by input signature: a repeated call (the production case) skips validation and layout analysis. At
+# most _PLANS_MAX, first in first out: a server meets a few signatures, a sweep many (kda rules: bounded caches).
 _plans = {}
+_PLANS_MAX = 256
 
 
 def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, residual_out):
@@ -564,6 +566,8 @@ def _run(x, residual, gate, weight, bias, scale, shift, norm_type, eps, out, res
     try:
         plan, has_w, has_b = _plans[key]
     except KeyError:
+        if len(_plans) >= _PLANS_MAX:
+            del _plans[next(iter(_plans))]
         plan, has_w, has_b = _plans[key] = _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out,
                                                  residual_out)
     if plan is not None:
