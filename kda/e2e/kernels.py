@@ -13,6 +13,7 @@ Arms:
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 from kda.core.errors import KdaError
@@ -70,14 +71,26 @@ def latest_sources(block: BlockDef) -> dict[str, str]:
     return {name: latest_sources_of(name) for name in block.tasks}
 
 
-def _candidate(task: Task) -> dict[str, Callable]:
-    mod = task.load_solution()
+def _candidate(task: Task, override: Path | None = None) -> dict[str, Callable]:
+    """The task's candidate functions, once its files keep the static rules: a block runs every arm in one process,
+    so a candidate could reach upstream's modules and slow the arms it is compared with (tests/zoo/slows_baseline.py
+    does, in a task's bench); the task bench's runtime watch of upstream does not run here, the static rules do."""
+    from kda.harness.guards import static_violations
+
+    problems = static_violations(task.static_files(override))
+    if problems:
+        raise KdaError(f"{task.name}: its candidate breaks the static rules, so no block runs it (it would share the "
+                       f"process with the kernels it is timed against; `kda check {task.name} --static` lists "
+                       "them):\n  " + "\n  ".join(problems[:5]))
+    mod = task.load_solution(override)
     return {e.split(":")[1]: getattr(mod, e.split(":")[1], None) for e in task.cfg["task"]["entry_points"]}
 
 
-def kernel_set(block: BlockDef, arm: str) -> KernelSet:
-    """Resolve every site for `arm`; a site whose function is missing is an error naming the block and the site."""
+def kernel_set(block: BlockDef, arm: str, candidates: dict[str, Path] | None = None) -> KernelSet:
+    """Resolve every site for `arm`; a site whose function is missing is an error naming the block and the site.
+    `candidates`: task -> a candidate file to load instead of its solution/ (as `kda check --candidate`)."""
     _check_arm(block, arm)
+    candidates = candidates or {}
     loaded: dict[tuple[str, str], dict[str, Callable]] = {}
     fns, sources = {}, {}
     for site in block.sites:
@@ -88,7 +101,10 @@ def kernel_set(block: BlockDef, arm: str) -> KernelSet:
         else:
             if (kind, site.task) not in loaded:
                 task = Task.load(site.task)
-                loaded[kind, site.task] = {"upstream": _upstream, "latest": _latest}.get(kind, _candidate)(task)
+                if kind == "candidate":
+                    loaded[kind, site.task] = _candidate(task, candidates.get(site.task))
+                else:
+                    loaded[kind, site.task] = {"upstream": _upstream, "latest": _latest}[kind](task)
             fn = loaded[kind, site.task].get(site.entry)
             origin = {"upstream": "vendored", "candidate": "solution"}.get(kind) or \
                 f"vendored {latest_sources_of(site.task)}"
