@@ -71,13 +71,45 @@ def latest_sources(block: BlockDef) -> dict[str, str]:
     return {name: latest_sources_of(name) for name in block.tasks}
 
 
+_STATIC: dict[tuple[str, str], list[str]] = {}  # bounded: one entry per task and candidate file of a block run
+
+
+def _static_problems(task: Task, override: Path | None) -> list[str]:
+    """The static rules on the task's candidate files, once per process. Under Triton's interpreter (`kda e2e
+    --cpu` sets TRITON_INTERPRET before Triton loads) triton.language's functions are interpreter objects, which the
+    rules would take for reaches outside triton.language: the check then runs in a child process without it, as a
+    task's bench runs it in the parent of its interpreted worker."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    key = (task.name, str(override or ""))
+    if key in _STATIC:
+        return _STATIC[key]
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        from kda.harness.guards import static_violations
+
+        problems = static_violations(task.static_files(override))
+    else:
+        code = ("import json, sys; from pathlib import Path; from kda.definition.task import Task; "
+                "from kda.harness.guards import static_violations; t = Task.load(sys.argv[1]); "
+                "print(json.dumps(static_violations(t.static_files(Path(sys.argv[2]) if sys.argv[2] else None))))")
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        done = subprocess.run([sys.executable, "-c", code, task.name, key[1]], capture_output=True, text=True,
+                              env=env, timeout=300)
+        if done.returncode != 0:
+            raise KdaError(f"{task.name}: the static rules could not be checked: {done.stderr.strip()[-800:]}")
+        problems = json.loads(done.stdout.strip().splitlines()[-1])
+    _STATIC[key] = problems
+    return problems
+
+
 def _candidate(task: Task, override: Path | None = None) -> dict[str, Callable]:
     """The task's candidate functions, once its files keep the static rules: a block runs every arm in one process,
     so a candidate could reach upstream's modules and slow the arms it is compared with (tests/zoo/slows_baseline.py
     does, in a task's bench); the task bench's runtime watch of upstream does not run here, the static rules do."""
-    from kda.harness.guards import static_violations
-
-    problems = static_violations(task.static_files(override))
+    problems = _static_problems(task, override)
     if problems:
         raise KdaError(f"{task.name}: its candidate breaks the static rules, so no block runs it (it would share the "
                        f"process with the kernels it is timed against; `kda check {task.name} --static` lists "
@@ -129,3 +161,54 @@ def _kind(arm: str, task: str) -> str:
     if arm in ("upstream", "candidate", "latest"):
         return arm
     return "candidate" if arm == ONLY + task else "upstream"
+
+
+class UpstreamTampered(KdaError):
+    """A block run saw upstream's or 0.5.23's modules change after a candidate was loaded: its timings could be of
+    slowed peers, so none is kept."""
+
+
+def upstream_modules(block: BlockDef) -> dict[str, object]:
+    """Every loaded module of the vendored releases the block's tasks pin (0.5.15 and, where pinned, 0.5.23 under
+    its alias) and of kda's shims for them: what the upstream and latest arms run."""
+    import sys
+
+    from kda.vendor import vendor_task
+    from kda.vendor.importer import SHIM_DIR
+
+    roots = {str(SHIM_DIR)}
+    for name in block.tasks:
+        cfg = Task.load(name).cfg
+        roots.add(str(vendor_task(cfg).root))
+        if cfg["upstream_latest"]["version"]:
+            roots.add(str(vendor_task(cfg, section="upstream_latest").root))
+    roots = tuple(sorted(roots))
+    return {name: mod for name, mod in list(sys.modules.items())
+            if mod is not None and str(getattr(mod, "__file__", "") or "").startswith(roots)}
+
+
+def watch_upstream(block: BlockDef, arms: list[str], load: Callable = kernel_set):
+    """Load the upstream and latest arms' kernels (through `load`, kernel_set by default) before any candidate,
+    then snapshot their modules' state (kda.harness.guards.UpstreamWatch, as a task's worker does); None where no
+    candidate shares the run with them."""
+    from kda.harness.guards import UpstreamWatch
+
+    peers = [a for a in ("upstream", "latest") if a in arms]
+    if not peers or not any(a == "candidate" or a.startswith(ONLY) for a in arms):
+        return None
+    for arm in peers:
+        load(block, arm)
+    return UpstreamWatch(upstream_modules(block))
+
+
+def check_upstream(watch, block: BlockDef, when: str) -> None:
+    """Raise UpstreamTampered naming what changed since the snapshot (and put it back); nothing without a watch."""
+    if watch is None:
+        return
+    changed = watch.changed()
+    if changed:
+        watch.restore()
+        raise UpstreamTampered(f"{block.label}: upstream's state changed {when}: {', '.join(changed[:8])}"
+                               + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+                               + "; a candidate reached the kernels it is timed against, so no timing of this run "
+                               "is kept")

@@ -35,7 +35,8 @@ from kda.core.gpu import gpu_slug
 from kda.e2e.block import BlockDef, Workload
 from kda.e2e.check import _run_arm, build, fresh, upcast
 from kda.e2e import inventory
-from kda.e2e.kernels import KernelSet, arms as all_arms, kernel_set, latest_sources
+from kda.e2e.kernels import (KernelSet, UpstreamTampered, arms as all_arms, check_upstream, kernel_set,
+                             latest_sources, watch_upstream)
 from kda.harness.stats import paired_speedup
 from kda.harness import results_file
 from kda.harness.provenance import git_state
@@ -159,7 +160,7 @@ def _compiled(model):
 
 
 def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = TRIALS,
-                  log: Callable[[str], None] = _log) -> dict:
+                  log: Callable[[str], None] = _log, watch=None) -> dict:
     """One row: every arm checked, timed and profiled at the workload's dims. A failing arm is recorded with
     `error` (and its stage); a graph capture that fails leaves the arm's eager_us timed (`graph_error`)."""
     t0 = time.monotonic()
@@ -180,8 +181,12 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
             say(f"{arm}: check against the fp32 path")
             try:
                 k = kernel_set(block, arm)
+                check_upstream(watch, block, f"once the {arm} arm's kernels were loaded")
                 m = _compiled(model) if arm == "compile" else model
                 res = _run_arm(block, w.dims, model, arm, inputs, ref, fn=m)
+                check_upstream(watch, block, f"while the {arm} arm ran")
+            except UpstreamTampered:
+                raise
             except Exception as e:  # noqa: BLE001 - one arm's failure is its row's, not the block's
                 recs[arm].update(passed=False, error=_error(e), stage="check")
                 say(f"{arm}: FAILED {_error(e)[:300]}")
@@ -234,6 +239,7 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
                     DEV.free()
         del graphs
         DEV.free()
+        check_upstream(watch, block, f"during the trials of {w.id}")
         for a in samples:
             recs[a].update(samples[a])
         for a in list(fns):
@@ -244,6 +250,7 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
                 recs[a]["inventory_error"] = _error(e)
                 say(f"{a}: inventory FAILED {_error(e)[:300]}")
         del fns, models, kss, model, inputs
+    check_upstream(watch, block, f"while {w.id} was profiled")
     DEV.free()
     say("done")
     return {**row, "inner": n, "arms": recs, "speedup": speedups(samples, block.data["block"]["seed"])}
@@ -335,13 +342,21 @@ def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tupl
             "inventory": inventory.INVENTORY_METHOD}
     if "latest" in arms:  # what today's-SGLang arm ran per task (kda.e2e.kernels: op by op, no fused sites)
         prov["latest"] = {"scope": LATEST_SCOPE, "tasks": latest_sources(block)}
+    # Upstream's and 0.5.23's kernels load before any candidate, and their modules' state is checked after every
+    # candidate load, arm, trial loop and profile: a change stops the run and keeps nothing (docs/e2e.md).
+    watch = watch_upstream(block, arms, kernel_set)
+    if watch is not None:
+        prov["upstream_watch"] = len(watch.modules)
     t0 = time.monotonic()
     rows = []
     for i, w in enumerate(workloads, 1):
         log(f"{block.name}: workload {i}/{len(workloads)} {w.id} ({', '.join(arms)}) "
             f"[{time.monotonic() - t0:.1f} s]")
         try:
-            row = time_workload(block, w, arms, trials, log)
+            row = time_workload(block, w, arms, trials, log, watch)
+        except UpstreamTampered:
+            path.unlink(missing_ok=True)  # rows written before the change was seen may be of slowed peers too
+            raise
         except Exception as e:  # noqa: BLE001 - the workload's failure (build, OOM) is its row's
             log(f"{block.name}: workload {w.id} FAILED {_error(e)[:300]}")
             row = {"type": "row", "id": w.id, "dims": w.dims, "error": _error(e), "arms": {}, "speedup": {}}

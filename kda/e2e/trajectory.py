@@ -23,7 +23,7 @@ import torch
 from kda.core.errors import KdaError
 from kda.e2e.block import BlockDef
 from kda.e2e.check import upcast
-from kda.e2e.kernels import kernel_set
+from kda.e2e.kernels import check_upstream, kernel_set, watch_upstream
 
 STEPS, DEPTH = 50, 4
 MAX_PSNR_DROP_DB = 0.5  # issue 40: a close candidate may lose at most this much against upstream's trajectory
@@ -103,10 +103,16 @@ def run(block: BlockDef, arms: list[str], dims: dict, device: str, steps: int = 
         gen = torch.Generator().manual_seed(block.data["block"]["seed"] + 1)
         inputs = {k: v.to(device) for k, v in block.module.make_inputs(dims, dtype, gen).items()}
     out = {"steps": steps, "depth": depth, "psnr": {}, "finite": {}}
+    # upstream's modules watched as in a timing run: a candidate that made upstream's numbers worse would pass the
+    # rule it is held to against upstream (docs/e2e.md)
+    watch = watch_upstream(block, arms, kernel_set)
     with torch.no_grad():
         ref = sample(twins, kernel_set(block, "eager"), upcast(inputs), t, steps, torch.float32)
         for arm in arms:
-            x = sample(models, kernel_set(block, arm), inputs, t, steps, dtype)
+            k = kernel_set(block, arm)
+            check_upstream(watch, block, f"once the {arm} arm's kernels were loaded")
+            x = sample(models, k, inputs, t, steps, dtype)
+            check_upstream(watch, block, f"while the {arm} arm's trajectory ran")
             out["finite"][arm] = bool(torch.isfinite(x).all())
             out["psnr"][arm] = psnr(x, ref) if out["finite"][arm] else -math.inf
     return out

@@ -256,3 +256,37 @@ def test_a_task_results_file_of_another_solution_stops_the_run_before_anything_r
     assert not list(tmp_path.iterdir())  # nothing written
     path = timing.bench(block, ["eager"], trials=2, predict=False)
     assert all(r.get("predicted") is None for r in results_file.read_records(path) if r["type"] == "row")
+
+
+def test_a_candidate_that_changes_upstreams_modules_stops_the_run_and_nothing_is_kept(cpu, monkeypatch, tmp_path):
+    """The runtime half of docs/e2e.md's threat model: upstream's and 0.5.23's kernels load first, their modules are
+    snapshotted (kda.harness.guards.UpstreamWatch), and a change seen after a candidate's load, an arm, the trials
+    or the profile stops the run; the results file, rewritten after each workload, is removed."""
+    import types
+
+    from kda.e2e import kernels
+
+    dev, block = cpu
+    real_ks = _as_eager(timing.kernel_set)
+    fake = types.ModuleType("kda_fake_upstream")
+    fake.kernel = lambda x: x  # what the upstream arm would launch
+    monkeypatch.setitem(sys.modules, "kda_fake_upstream", fake)
+    monkeypatch.setattr(kernels, "upstream_modules", lambda block: {"kda_fake_upstream": fake})
+    tamper = {"on": False}
+
+    def ks(block, arm):
+        if arm == "candidate" and tamper["on"]:
+            fake.kernel = lambda x: (time.sleep(0), x)[1]  # a slower stand-in, installed on the candidate's load
+        return real_ks(block, arm)
+
+    monkeypatch.setattr(timing, "kernel_set", ks)
+    monkeypatch.setattr(check, "kernel_set", ks)
+    path = timing.bench(block, ["upstream", "candidate"], trials=TRIALS, out=tmp_path, log=lambda m: None)
+    assert results_file.read_records(path)[0]["upstream_watch"] == 1  # the control: watched, untouched, kept
+    tamper["on"] = True
+    original = fake.kernel
+    with pytest.raises(kernels.UpstreamTampered, match="kda_fake_upstream.kernel.*no timing of this run is kept"):
+        timing.bench(block, ["upstream", "candidate"], trials=TRIALS, out=tmp_path, log=lambda m: None)
+    assert not path.exists() and fake.kernel is original  # put back, and the file of the run gone
+    # a run without a candidate-bearing arm has nothing to watch
+    assert kernels.watch_upstream(block, ["upstream", "eager"], ks) is None
