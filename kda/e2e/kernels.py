@@ -201,6 +201,17 @@ def watch_upstream(block: BlockDef, arms: list[str], load: Callable = kernel_set
     return UpstreamWatch(upstream_modules(block))
 
 
+def after_arm(watch, block: BlockDef, arm: str, when: str) -> None:
+    """After an arm ran: upstream's and 0.5.23's own first runs may set globals of their own (a lazily built table),
+    so after theirs the state is taken as the reference, as a task's worker does after a baseline call; after any
+    other arm it is checked. Checks before each arm (after its load) keep the reference honest: nothing a candidate
+    changed can be accepted, since every candidate arm is checked right after it ran."""
+    if watch is not None and arm in ("upstream", "latest"):
+        watch.accept()
+    else:
+        check_upstream(watch, block, when)
+
+
 def check_upstream(watch, block: BlockDef, when: str) -> None:
     """Raise UpstreamTampered naming what changed since the snapshot (and put it back); nothing without a watch."""
     if watch is None:
