@@ -292,6 +292,31 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
                                f"speedup on the rows the workload was read from.{latest_note}{gap}"])
 
 
+def e2e_error_table(paths: list[Path]) -> str:
+    """Issue 33's correctness target per workload: each arm's largest relative RMS error against the fp32 path (the
+    block's outputs), the candidate's over upstream's (at most 2), and the arms that failed their check."""
+    lines = []
+    for path in paths:
+        records = results_file.read_records(path)
+        gpu = str(records[0].get("gpu_slug", "?")).upper()
+        for r in (r for r in records if r.get("type") == "row"):
+            arms = r.get("arms") or {}
+            err = {a: max(rec["errors"]) for a, rec in arms.items() if rec.get("errors")}
+            if not err:
+                continue
+            up, cand = err.get("upstream"), err.get("candidate")
+            ratio = f"{cand / up:.2f}" if up and cand is not None else "-"
+            failed = ", ".join(a for a, rec in arms.items() if rec.get("passed") is False or rec.get("error")) or "none"
+            lines.append(f"| {r['id']} | {gpu} | {_f(up, 5) if up is not None else '-'} "
+                         f"| {_f(cand, 5) if cand is not None else '-'} | {ratio} | {failed} |")
+    if not lines:
+        return ""
+    return "\n".join(["| workload | GPU | upstream error | candidate error | candidate / upstream | arms failed |",
+                      "|---|---|---|---|---|---|", *lines, "",
+                      "Largest relative RMS error of the block's outputs against the fp32 path, per arm (issue 33: "
+                      "every arm within the block's tolerance, the candidate's error at most twice upstream's)."])
+
+
 def e2e_family_table(paths: list[Path]) -> str:
     """Per workload, the upstream arm's profiled block call split by kernel family told apart by name alone (every
     kernel: a site's norm or rope kernel counts as "other"), which holds whatever a file's attribution method once
@@ -438,6 +463,9 @@ def e2e_block_md(block_dir: Path, paths: list[Path]) -> str:
                     "Each workload's upstream and candidate bars split one block call's GPU time by owner (each "
                     "task's kernels at its call sites, then GEMM, attention, copies, other), as shares of the "
                     "upstream arm's total (profiler inventory, one call, not the timed calls).", ""]
+    accuracy = e2e_error_table(paths)
+    if accuracy:
+        out += ["## Against the fp32 path", "", accuracy, ""]
     shares = e2e_family_table(paths)
     if shares:
         out += ["## Where the time goes", "", shares, ""]

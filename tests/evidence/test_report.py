@@ -526,3 +526,14 @@ def test_the_family_table_groups_every_kernel_by_name_and_bounds_the_gain(tmp_pa
     first = results_file.write(tmp_path / "h100.jsonl.gz", [
         {"type": "provenance", "block": "wan", "gpu_slug": "h100"}, row])
     assert report.e2e_family_table([first]) == ""
+
+
+def test_the_error_table_gives_each_workloads_arms_against_fp32_and_the_arms_that_failed(tmp_path):
+    row = {"type": "row", "id": "wan_ti2v", "arms": {
+        "upstream": {"passed": True, "errors": [0.002, 0.003]}, "candidate": {"passed": True, "errors": [0.0045]},
+        "eager": {"passed": False, "errors": [0.5]}, "compile": {"error": "RuntimeError: inductor"}}}
+    path = results_file.write(tmp_path / "h200.jsonl.gz", [{"type": "provenance", "block": "wan", "gpu_slug": "h200"},
+                                                          row])
+    text = report.e2e_error_table([path])
+    assert "| wan_ti2v | H200 | 0.00300 | 0.00450 | 1.50 | eager, compile |" in text
+    assert report.e2e_error_table([results_file.write(tmp_path / "h100.jsonl.gz", [{"type": "provenance"}])]) == ""
