@@ -176,5 +176,11 @@ BENCH_FAKES = (
     Fake("slows_latest_quietly", Expect(all_of=("PEER_SLOWED",)), gpu_only=True),
 )
 
+# End-to-end tier only (`kda e2e BLOCK`: every arm in one process): fakes that keep the static rules and change nothing
+# the UpstreamWatch compares, loaded in fuse_scale_shift's place in block wan by tests/e2e/test_e2e_redteam.py (each an
+# xfail(strict=True) there while the hole is open), never through a task's harness.
+E2E_FAKES = ("e2e_honest_only_when_checked", "e2e_rewrites_shared_weights", "e2e_leaves_a_mode",
+             "e2e_native_doubles_peers")
+
 # The control: the real solution must pass every row the fakes run on.
 CONTROL_CPU_ROWS = tuple(dict.fromkeys(r for f in FAKES if not f.gpu_only for r in f.cpu_rows))
