@@ -68,12 +68,18 @@ def check_cpu(block: BlockDef, arms: list[str]) -> tuple[dict, list[ArmResult]]:
         return dims, [_run_arm(block, dims, model, arm, inputs, ref) for arm in arms]
 
 
-def _run_arm(block: BlockDef, dims: dict, model, arm: str, inputs: dict, ref, fn=None) -> ArmResult:
-    """`fn`: the callable to check in place of `model` (the timing passes the compiled block it then times)."""
-    res = ArmResult(arm)
+def _run_arm(block: BlockDef, dims: dict, model, arm: str, inputs: dict, ref, fn=None, ks=None) -> ArmResult:
+    """`fn`: the callable to check in place of `model` (the timing passes the compiled block it then times); `ks`:
+    the arm's kernel set to check (the timing passes the one it then times)."""
     if fn is None:
         fn = torch.compile(model) if arm == "compile" else model
-    out = fn(kernel_set(block, arm), **fresh(inputs))
+    out = fn(ks if ks is not None else kernel_set(block, arm), **fresh(inputs))
+    return judge(block, dims, arm, out, ref)
+
+
+def judge(block: BlockDef, dims: dict, arm: str, out, ref) -> ArmResult:
+    """One block call's outputs against the fp32 path's: shapes, dtypes, finiteness, relative error."""
+    res = ArmResult(arm)
     want = block.module.output_shapes(dims)
     dtype = getattr(torch, block.dtype)
     if len(out) != len(want):

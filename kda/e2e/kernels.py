@@ -201,7 +201,7 @@ def watch_upstream(block: BlockDef, arms: list[str], load: Callable = kernel_set
     return UpstreamWatch(upstream_modules(block))
 
 
-def after_arm(watch, block: BlockDef, arm: str, when: str) -> None:
+def after_arm(watch, block: BlockDef, arm: str, when: str, weights=()) -> None:
     """After an arm ran: upstream's and 0.5.23's own first runs may set globals of their own (a lazily built table),
     so after theirs the state is taken as the reference, as a task's worker does after a baseline call; after any
     other arm it is checked. Checks before each arm (after its load) keep the reference honest: nothing a candidate
@@ -210,6 +210,59 @@ def after_arm(watch, block: BlockDef, arm: str, when: str) -> None:
         watch.accept()
     else:
         check_upstream(watch, block, when)
+    process_state(block, when, weights)
+
+
+def process_state(block: BlockDef, when: str, weights=()) -> None:
+    """What a candidate could leave in the process to change the arms timed after it, beyond upstream's modules
+    (the red team's fakes, tests/zoo/e2e_*.py): a torch function or dispatch mode left pushed, grad mode or a default
+    device switched on inside the runner's no_grad, the block's shared weights or inputs rewritten. Raises
+    UpstreamTampered (after popping the modes); `weights`: (WeightPrint, ...) to compare."""
+    import torch
+
+    problems = []
+    while torch._C._len_torch_function_stack() > 0:
+        torch._C._pop_torch_function_stack()
+        problems.append("a TorchFunctionMode left pushed")
+    while torch._C._len_torch_dispatch_stack() > 0:
+        torch._C._pop_torch_dispatch_stack()
+        problems.append("a TorchDispatchMode left pushed")
+    if torch.is_grad_enabled():
+        problems.append("grad mode on inside the runner's no_grad")
+    if torch.get_default_device() != torch.device("cpu"):
+        problems.append(f"the default device set to {torch.get_default_device()}")
+    for w in weights:
+        problems += w.changed()
+    if problems:
+        raise UpstreamTampered(f"{block.label}: the process's state changed {when}: {'; '.join(problems)}; a "
+                               "candidate changed what the other arms run, so no timing of this run is kept")
+
+
+class WeightPrint:
+    """The block's shared tensors (parameters, buffers, inputs) as they were: each one's storage, version counter
+    and an exact sum of its bytes, compared after every arm that ran a candidate. An in-place rewrite bumps the
+    version counter; the sum catches a write that went around it."""
+
+    def __init__(self, label: str, tensors: dict):
+        self.label = label
+        self.tensors = {k: t for k, t in tensors.items() if t is not None}
+        self.prints = {k: self._print(t) for k, t in self.tensors.items()}
+
+    @staticmethod
+    def _print(t):
+        import torch
+
+        if not t.numel():
+            return t.data_ptr(), t._version, 0
+        raw = t.detach().contiguous().view(torch.uint8)
+        # an exact sum of the words (int32 where the bytes allow: 4x fewer elements), accumulated in int64
+        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+        return t.data_ptr(), t._version, int(words.sum(dtype=torch.int64))
+
+    def changed(self) -> list[str]:
+        bad = [k for k, t in self.tensors.items() if self._print(t) != self.prints[k]]
+        return [f"{self.label} rewritten: {', '.join(bad[:5])}" + (f" and {len(bad) - 5} more" if len(bad) > 5
+                                                                    else "")] if bad else []
 
 
 def check_upstream(watch, block: BlockDef, when: str) -> None:

@@ -33,10 +33,10 @@ import torch
 from kda.core.errors import KdaError
 from kda.core.gpu import gpu_slug
 from kda.e2e.block import BlockDef, Workload
-from kda.e2e.check import _run_arm, build, fresh, upcast
+from kda.e2e.check import _run_arm, build, fresh, judge, upcast
 from kda.e2e import inventory
-from kda.e2e.kernels import (KernelSet, UpstreamTampered, after_arm, arms as all_arms, check_upstream,
-                             kernel_set, latest_sources, watch_upstream)
+from kda.e2e.kernels import (KernelSet, UpstreamTampered, WeightPrint, after_arm, arms as all_arms, check_upstream,
+                             kernel_set, latest_sources, process_state, watch_upstream)
 from kda.harness.stats import paired_speedup
 from kda.harness import results_file
 from kda.harness.provenance import git_state
@@ -174,6 +174,9 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
            "catalog_rows": {k: {"task": r.task, "id": r.id, "file": str(r.file)} for k, r in w.rows.items()}}
     say("build")
     model, ref_model, inputs = build(block, w.dims, DEV.device)
+    # Every arm runs the same weights and inputs: a candidate that rewrote them would change the arms after it.
+    weights = (WeightPrint("the block's weights", {**dict(model.named_parameters()), **dict(model.named_buffers())}),
+               WeightPrint("the block's inputs", inputs))
     with torch.no_grad():
         ref = ref_model(kernel_set(block, "eager"), **upcast(inputs))
         del ref_model
@@ -182,9 +185,10 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
             try:
                 k = kernel_set(block, arm)
                 check_upstream(watch, block, f"once the {arm} arm's kernels were loaded")
+                process_state(block, f"once the {arm} arm's kernels were loaded", weights)
                 m = _compiled(model) if arm == "compile" else model
-                res = _run_arm(block, w.dims, model, arm, inputs, ref, fn=m)
-                after_arm(watch, block, arm, f"while the {arm} arm ran")
+                res = _run_arm(block, w.dims, model, arm, inputs, ref, fn=m, ks=k)  # the kernel set then timed
+                after_arm(watch, block, arm, f"while the {arm} arm ran", weights)
             except UpstreamTampered:
                 raise
             except Exception as e:  # noqa: BLE001 - one arm's failure is its row's, not the block's
@@ -199,7 +203,6 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
             args = fresh(inputs)
             fns[arm] = lambda m=m, k=k, args=args: m(k, **args)
             kss[arm], models[arm] = k, (m, args)
-        del ref
         DEV.free()
         if not fns:
             say("no arm to time")
@@ -240,6 +243,18 @@ def time_workload(block: BlockDef, w: Workload, arms: list[str], trials: int = T
         del graphs
         DEV.free()
         check_upstream(watch, block, f"during the trials of {w.id}")
+        process_state(block, f"during the trials of {w.id}", weights)
+        # Each timed arm's output once more, from the kernel set and the arguments its timed calls used: a kernel
+        # right on its checked call and not on the timed ones (tests/zoo/e2e_honest_only_when_checked.py) is
+        # caught here, and its samples are not kept.
+        for a in list(fns):
+            after = judge(block, w.dims, a, fns[a](), ref)
+            if not after.passed:
+                recs[a].update(passed=False, error="after timing: " + "; ".join(after.problems), stage="post-check")
+                say(f"{a}: wrong after its timed calls, samples dropped: {'; '.join(after.problems)[:300]}")
+                del fns[a], samples[a]
+        del ref
+        process_state(block, f"after the timed calls of {w.id}", weights)
         for a in samples:
             recs[a].update(samples[a])
         for a in list(fns):

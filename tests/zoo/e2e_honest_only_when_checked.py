@@ -13,6 +13,10 @@ Defences lacking: the e2e timing never checks a timed call's output. One that wo
 timed calls (the last call of each sample, a graph replay's output) against the fp32 path, on the very KernelSet
 that is timed, with inputs the candidate cannot tell from the timed ones (a memo keyed on pointers or sampled
 values would pass a re-check on the same inputs; a task's bench rotates refilled inputs for that reason).
+
+Closed in the twentieth session: a block checks the kernel set it then times, and judges every timed arm's output
+once more after the trials, from the arguments its timed calls used (kda/e2e/timing.py); this fake's arm fails there
+(stage post-check) and its samples are dropped.
 """
 import torch
 

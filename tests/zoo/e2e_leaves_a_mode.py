@@ -14,6 +14,9 @@ the peers' sites' host paths. What it shows is unwatched shared state that chang
 Defences lacking: a task's worker pops torch-function and dispatch modes after every candidate call (TAMPER); the
 e2e tier never looks at the mode stacks. What would stop it: check (and empty) the torch-function and dispatch mode
 stacks, and the default device, after each candidate load and call and each arm, as the watch checks upstream's state.
+
+Closed in the twentieth session: kda.e2e.kernels.process_state pops a torch-function or dispatch mode left pushed
+after a candidate's load or run and stops the run (UpstreamTampered).
 """
 import torch
 

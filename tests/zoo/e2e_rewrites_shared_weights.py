@@ -18,6 +18,10 @@ Defences lacking: nothing snapshots the model, the inputs or grad mode between a
 on its own copy of the weights (or the weights' checksums compared before and after each arm, as a task's worker
 snapshots inputs: INPUT_MUTATED), grad mode and inference mode checked after each candidate load and call, and
 `grad_fn` / `next_functions` / `variable` refused by the static rules.
+
+Closed in the twentieth session: kda.e2e.kernels.process_state, after every arm's load and run, stops the run when
+grad mode is on inside the runner's no_grad (this fake, at its load), a mode is left pushed or the default device
+moved; WeightPrint compares the block's weights and inputs (storage, version counter, exact byte sum).
 """
 import torch
 
