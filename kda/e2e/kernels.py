@@ -220,13 +220,9 @@ def process_state(block: BlockDef, when: str, weights=()) -> None:
     UpstreamTampered (after popping the modes); `weights`: (WeightPrint, ...) to compare."""
     import torch
 
-    problems = []
-    while torch._C._len_torch_function_stack() > 0:
-        torch._C._pop_torch_function_stack()
-        problems.append("a TorchFunctionMode left pushed")
-    while torch._C._len_torch_dispatch_stack() > 0:
-        torch._C._pop_torch_dispatch_stack()
-        problems.append("a TorchDispatchMode left pushed")
+    from kda.harness.guards import pop_torch_modes
+
+    problems = pop_torch_modes()
     if torch.is_grad_enabled():
         problems.append("grad mode on inside the runner's no_grad")
     if torch.get_default_device() != torch.device("cpu"):

@@ -217,6 +217,21 @@ def _is_triton_kernel(obj) -> bool:
     return any(isinstance(obj, cls) for cls in _triton_classes().values() if cls.__name__ != "CompiledKernel")
 
 
+def pop_torch_modes() -> list[str]:
+    """Pop every torch-function and dispatch mode left pushed (a candidate's way to intercept the torch calls made
+    after its own), naming each kind popped."""
+    import torch
+
+    problems = []
+    while torch._C._len_torch_function_stack() > 0:
+        torch._C._pop_torch_function_stack()
+        problems.append("a TorchFunctionMode left active")
+    while torch._C._len_torch_dispatch_stack() > 0:
+        torch._C._pop_torch_dispatch_stack()
+        problems.append("a TorchDispatchMode left active")
+    return problems
+
+
 class UpstreamWatch:
     """Upstream's state as the baseline arm runs it, snapshotted before the candidate is imported (issue 34, attack 3).
 

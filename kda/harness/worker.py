@@ -20,7 +20,8 @@ from kda.harness import channel as _channel  # bound before any task code: the r
 
 # Captured before any task code is imported: the harness keeps the originals even if a candidate patches them.
 from kda.harness import timing  # noqa: E402  (import order is the point)
-from kda.harness.guards import CallTracer, TamperWatch, UpstreamWatch, candidate_threads, torch_kernels  # noqa: E402
+from kda.harness.guards import (CallTracer, TamperWatch, UpstreamWatch, candidate_threads, pop_torch_modes,  # noqa: E402
+                                 torch_kernels)
 
 import torch  # noqa: E402
 
@@ -431,13 +432,7 @@ class RowRunner:
 
     def _reset_torch_state(self) -> list[str]:
         """Undo what a call could leave behind to intercept the harness's own tensor ops."""
-        problems = []
-        while torch._C._len_torch_function_stack() > 0:
-            torch._C._pop_torch_function_stack()
-            problems.append("a TorchFunctionMode left active")
-        while torch._C._len_torch_dispatch_stack() > 0:
-            torch._C._pop_torch_dispatch_stack()
-            problems.append("a TorchDispatchMode left active")
+        problems = pop_torch_modes()
         for group in (self.out, self.inputs):
             for k, t in group.items():
                 if t is not None and type(t) is not torch.Tensor:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import shutil
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -27,10 +26,11 @@ import torch
 
 from kda.core.errors import KdaError
 from kda.definition import eager_chains
-from kda.e2e import check, inventory, kernels, timing
+from kda.e2e import check, kernels, timing
 from kda.e2e.block import Workload, load_block
 from kda.e2e.kernels import KernelSet
 from kda.harness import results_file
+from e2e_cpu_support import CpuStandIn
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo"
 TASK, SITE = "fuse_scale_shift", "mlp_residual"  # wan's last site: MulAdd, ff * (0 + c_gate) + hidden_states
@@ -51,45 +51,6 @@ class HoleOpen(Exception):
     """The fake got past both defences and had its effect (what each test's strict xfail expects)."""
 
 
-class CpuStandIn:
-    """timing.Cuda's primitives on the CPU (as tests/e2e/test_e2e_timing.py): perf_counter for events, a "graph" that
-    makes the calls it holds, the profiler on CPU activity."""
-
-    device = "cpu"
-
-    def available(self):
-        return True
-
-    def name(self):
-        return "CPU stand-in"
-
-    def free(self):
-        gc.collect()
-
-    def eager_us(self, fn, n):
-        fn()
-        t = time.perf_counter()
-        timing._calls(fn, n)
-        return (time.perf_counter() - t) * 1e6 / n
-
-    def graph_calls(self, fn, n):
-        return max(1, min(n, 2))
-
-    def graph(self, fn, n):
-        fn()
-        return lambda: timing._calls(fn, n)
-
-    def graph_us(self, graph, calls, replays):
-        t = time.perf_counter()
-        for _ in range(replays):
-            graph()
-        return (time.perf_counter() - t) * 1e6 / (calls * replays)
-
-    def synchronize(self):
-        pass
-
-    def profile(self, fn):
-        return inventory.profile_events(fn, cuda=False)
 
 
 class Run:

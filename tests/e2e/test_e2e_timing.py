@@ -2,7 +2,6 @@
 below) runs as on a GPU, on a block at its CPU sizes, and writes a results file that reads back."""
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
@@ -16,55 +15,12 @@ from kda.e2e import check, inventory, timing
 from kda.e2e.block import Workload, load_block
 from kda.e2e.kernels import KernelSet, arms as all_arms
 from kda.harness import results_file
+from e2e_cpu_support import CpuStandIn
 
 BLOCK = "qwen_image"
 TRIALS = 3
 
 
-class CpuStandIn:
-    """timing.Cuda's primitives on the CPU: perf_counter for events, a "graph" that makes the calls it holds, the
-    profiler on CPU activity (no kernels: an empty inventory). Counts what it is asked to do."""
-
-    device = "cpu"
-
-    def __init__(self):
-        self.captures, self.freed = [], 0
-
-    def available(self):
-        return True
-
-    def name(self):
-        return "CPU stand-in"
-
-    def free(self):
-        gc.collect()
-        self.freed += 1
-
-    def eager_us(self, fn, n):
-        fn()
-        t = time.perf_counter()
-        timing._calls(fn, n)
-        return (time.perf_counter() - t) * 1e6 / n
-
-    def graph_calls(self, fn, n):
-        return max(1, min(n, 2))  # as Cuda.graph_calls with a memory cap: fewer calls per graph, several replays
-
-    def graph(self, fn, n):
-        self.captures.append(n)
-        fn()
-        return lambda: timing._calls(fn, n)
-
-    def graph_us(self, graph, calls, replays):
-        t = time.perf_counter()
-        for _ in range(replays):
-            graph()
-        return (time.perf_counter() - t) * 1e6 / (calls * replays)
-
-    def synchronize(self):
-        self.syncs = getattr(self, "syncs", 0) + 1
-
-    def profile(self, fn):
-        return inventory.profile_events(fn, cuda=False)
 
 
 def _as_eager(real):
