@@ -67,7 +67,8 @@ def _run(args, mode: str) -> int:
                       candidate=_candidate(args),
                       rows=args.rows.split(",") if args.rows else None, write=not getattr(args, "no_write", False),
                       salt=args.salt, sweep=_sweep(args, task, device),
-                      l2="cold" if getattr(args, "cold", False) else None)
+                      l2="cold" if getattr(args, "cold", False) else None,
+                      row_timeout_s=getattr(args, "row_timeout", None))
     out = run_task(task, opts)
     if mode == "bench" and opts.sweep is None and opts.l2 is None:  # sweeps and cold runs are evidence beside it
         from kda.evidence.ledger import record_bench
@@ -385,6 +386,17 @@ def _read_round_budget(path: str) -> int:
     return agentrun.read_rounds_file(Path(path))["rounds"]
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse type): anything else is a usage error naming the value."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return v
+
+
 def cmd_gate(args) -> int:
     from kda.loop import agentrun
     from kda.evidence import ledger
@@ -399,6 +411,7 @@ def cmd_gate(args) -> int:
         base = agentrun.load_manifest(run)["review_base"]  # inside an agent run: its pinned review base
     res, rec = gate_and_record(task, device="cpu" if args.cpu else "auto",
                                rows=args.rows.split(",") if args.rows else None, base=base,
+                               row_timeout_s=args.row_timeout,
                                rounds_used=rounds_used, quiet=False,
                                entry={"hypothesis": args.hypothesis, "change": args.change,
                                       "round": ledger.current_round(task.path),
@@ -723,6 +736,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "the task's [sweep] domain instead of workloads.json" + (" (the CPU end of it with --cpu)"
                        if name == "check" else "; writes TASK/results/sweep/<gpu>.jsonl.gz and its verdict"))
         p.add_argument("--sweep-seed", type=int, metavar="S", help="seed of the draw (default: the task's bench.seed)")
+        p.add_argument("--row-timeout", type=_seconds, metavar="S", help="fail a row its worker has not answered "
+                       "within S seconds (default: the task's bench.row_timeout_s, 300)")
         if name == "check":
             p.add_argument("--cpu", action="store_true", help="run on the CPU through Triton's interpreter (rows marked cpu)")
             p.add_argument("--static", action="store_true", help="only the candidate's static rules (its source: "
@@ -827,6 +842,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--change", help="recorded in the ledger entry")
     p.add_argument("--author")
     p.add_argument("--json", help="also write the verdict as JSON here")
+    p.add_argument("--row-timeout", type=_seconds, metavar="S", help="fail a row its worker has not answered within "
+                   "S seconds (default: the task's bench.row_timeout_s, 300)")
     p.set_defaults(fn=cmd_gate)
 
     p = sub.add_parser("hook", help="agent hooks: `kda hook stop` is the Stop hook of an agent run (reads Claude Code's hook JSON on stdin)")

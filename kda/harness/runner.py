@@ -48,6 +48,7 @@ class RunOptions:
     clean: bool = False  # the worker times the baseline alone and never imports a candidate (set by run_task)
     sweep: Sweep | None = None  # run these drawn rows instead of workloads.json's (kda/definition/sweep.py)
     l2: str | None = None  # "cold": bench.l2 overridden for this run (kda bench --cold), results in results/cold/
+    row_timeout_s: float | None = None  # bench.row_timeout_s overridden for this run (--row-timeout)
 
 
 class Worker:
@@ -195,6 +196,9 @@ def run_task(task: Task, opts: RunOptions) -> dict:
     static = [] if opts.aa else static_violations(task.static_files(opts.candidate))
     cfg = task.cfg
     bench = opts.mode == "bench"
+    # How long a row may go unanswered before its worker is killed and the row fails (a hanging candidate costs this
+    # much per row): the task's bench.row_timeout_s, or --row-timeout for this run.
+    row_timeout = opts.row_timeout_s or cfg["bench"]["row_timeout_s"]
     smi_before = provenance.nvidia_smi() if opts.device == "cuda" else None
     # The adapter and oracle the parent judges with, loaded from their files before any candidate code has run.
     _ = (task.adapter, task.oracle)
@@ -229,14 +233,14 @@ def run_task(task: Task, opts: RunOptions) -> dict:
                 hand_over = worker.outputs_path()
                 worker.request({"cmd": "row", "row": row.id, **({"outputs": str(hand_over)} if hand_over else {})},
                                type="row", id=row.id)
-                raw = worker.receive(timeout=cfg["bench"]["row_timeout_s"])
+                raw = worker.receive(timeout=row_timeout)
                 if hand_over is not None and raw is not None and raw.get("type") == "row" and not raw.get("crash"):
                     raw = recheck.recheck_row(task, row, raw, hand_over, salt, opts.mode, opts.aa)
                     hand_over.unlink(missing_ok=True)
                 replace = raw is None or raw.get("type") != "row" or bool(raw.get("forged") or raw.get("contradicted"))
                 if raw is None or raw.get("type") != "row":
                     kind = "timeout" if raw is None else "forged" if raw.get("type") == "forged" else "crash"
-                    why = (f"no answer within {cfg['bench']['row_timeout_s']:.0f} s" if raw is None
+                    why = (f"no answer within {row_timeout:g} s" if raw is None
                            else raw["why"] if kind == "forged" else "the worker died:\n" + worker.log_tail())
                     raw = {"type": "row", "id": row.id, kind: why, "checks": [], "arms": {}}
                 if replace:
@@ -265,7 +269,7 @@ def run_task(task: Task, opts: RunOptions) -> dict:
         "device_us_start": provenance.DEVICE_US_START,
         "vendored": hello.get("vendored"), "baseline_skipped": hello.get("baseline_skipped"),
         "upstream_latest": hello.get("upstream_latest"),
-        "duration_s": round(time.time() - started, 1),
+        "duration_s": round(time.time() - started, 1), "row_timeout_s": row_timeout,
         "sources": {
             "baseline": {p: h for p, h in info.files.items()},
             "candidate": provenance.sha256_files(task.solution_files(opts.candidate), repo_root()) if not opts.aa else "baseline (A/A)",
