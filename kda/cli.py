@@ -400,7 +400,7 @@ def _seconds(text: str) -> float:
 def cmd_gate(args) -> int:
     from kda.loop import agentrun
     from kda.evidence import ledger
-    from kda.loop.gate import gate_and_record
+    from kda.loop.gate import gate_and_record, run_gate
     from kda.definition.task import Task
 
     task = Task.load(args.task)
@@ -409,18 +409,26 @@ def cmd_gate(args) -> int:
     run = agentrun.find_run(task.path)
     if base is None and run is not None:
         base = agentrun.load_manifest(run)["review_base"]  # inside an agent run: its pinned review base
-    res, rec = gate_and_record(task, device="cpu" if args.cpu else "auto",
-                               rows=args.rows.split(",") if args.rows else None, base=base,
-                               row_timeout_s=args.row_timeout,
-                               rounds_used=rounds_used, quiet=False,
-                               entry={"hypothesis": args.hypothesis, "change": args.change,
-                                      "round": ledger.current_round(task.path),
-                                      "author": args.author or f"kda gate ({ledger.default_author()})"})
+    common = dict(device="cpu" if args.cpu else "auto", rows=args.rows.split(",") if args.rows else None, base=base,
+                  row_timeout_s=args.row_timeout, rounds_used=rounds_used, quiet=False)
+    if args.record:
+        res, rec = gate_and_record(task, **common, entry={"hypothesis": args.hypothesis, "change": args.change,
+                                                          "round": ledger.current_round(task.path),
+                                                          "author": args.author or
+                                                          f"kda gate ({ledger.default_author()})"})
+    else:
+        # issue 38: a gate run by hand (in the main checkout, or by an agent inside its run) leaves the committed
+        # ledger and results alone; the Stop hook records the rounds of an agent run itself
+        res, rec = run_gate(task, **common, write=False), None
     print(res.text())
-    print(f"ledger: {rec['id']} ({rec['decision']}) in {ledger.ledger_path(task.path)}")
+    if rec is not None:
+        print(f"ledger: {rec['id']} ({rec['decision']}) in {ledger.ledger_path(task.path)}")
+    else:
+        print("not recorded: nothing in the task folder was written (`--record` appends the ledger entry and, on a "
+              "GPU, keeps the results file)")
     if args.json:
         Path(args.json).write_text(json.dumps({"status": res.status, "findings": res.findings, "notes": res.notes,
-                                               "metrics": res.metrics, "ledger_id": rec["id"]}, indent=1))
+                                               "metrics": res.metrics, "ledger_id": rec and rec["id"]}, indent=1))
     return res.exit_code
 
 
@@ -832,7 +840,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--author", help="default: KDA_AUTHOR, else git user.name")
     p.set_defaults(fn=cmd_ledger)
 
-    p = sub.add_parser("gate", help="every promotion gate on a task's candidate (GPU: full bench; CPU: correctness and, for Triton, the sm_90 compile gate, BLOCKED); appends a ledger entry")
+    p = sub.add_parser("gate", help="every promotion gate on a task's candidate (GPU: full bench; CPU: correctness and, for Triton, the sm_90 compile gate, BLOCKED); --record appends a ledger entry")
     p.add_argument("task")
     p.add_argument("--round-budget-file", help="a JSON file with the rounds used (an agent run's .kda/rounds.json)")
     p.add_argument("--base", help="review base for the scope check (default: the agent run's review base, else none)")
@@ -844,6 +852,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="also write the verdict as JSON here")
     p.add_argument("--row-timeout", type=_seconds, metavar="S", help="fail a row its worker has not answered within "
                    "S seconds (default: the task's bench.row_timeout_s, 300)")
+    p.add_argument("--record", action="store_true", help="append the verdict to the task's ledger and, on a GPU, keep "
+                   "the bench's results file (without it the gate writes nothing in the task folder)")
     p.set_defaults(fn=cmd_gate)
 
     p = sub.add_parser("hook", help="agent hooks: `kda hook stop` is the Stop hook of an agent run (reads Claude Code's hook JSON on stdin)")

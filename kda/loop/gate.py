@@ -190,9 +190,11 @@ def compile_findings(task, compiler: Callable | None = None) -> tuple[list[str],
 
 def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base: str | None = None,
              rounds_used: int | None = None, runner: Callable | None = None, gpu_check: Callable[[], bool] = has_gpu,
-             quiet: bool = True, compiler: Callable | None = None, row_timeout_s: float | None = None) -> GateResult:
+             quiet: bool = True, compiler: Callable | None = None, row_timeout_s: float | None = None,
+             write: bool = True) -> GateResult:
     """Run every gate on `task` (a kda.definition.task.Task). `runner(task, RunOptions)` defaults to the harness's run_task;
-    `compiler(task)` (the CPU path's compile gate) to kda.harness.aot.compile_task."""
+    `compiler(task)` (the CPU path's compile gate) to kda.harness.aot.compile_task. `write`: keep the GPU bench's
+    results file (the Stop hook's rounds and `kda gate --record`; a plain `kda gate` writes nothing)."""
     from kda.harness.guards import static_violations
     from kda.harness.runner import RunOptions
 
@@ -216,7 +218,7 @@ def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base:
         from kda.harness.runner import run_task as runner
     try:
         if use_gpu:
-            out = runner(task, RunOptions(mode="bench", device="cuda", rows=rows, quiet=quiet,
+            out = runner(task, RunOptions(mode="bench", device="cuda", rows=rows, quiet=quiet, write=write,
                                           row_timeout_s=row_timeout_s))
         else:
             out = runner(task, RunOptions(mode="check", device="cpu", rows=rows, write=False, quiet=quiet,

@@ -335,7 +335,7 @@ def test_cli_gate_reads_the_round_budget_file(task, tmp_path, monkeypatch, capsy
     monkeypatch.setattr(gate, "run_gate", fake_run_gate)
     budget = tmp_path / "rounds.json"
     budget.write_text('{"rounds": 5}')
-    assert cli.main(["gate", str(task.path), "--round-budget-file", str(budget), "--cpu"]) == 1
+    assert cli.main(["gate", str(task.path), "--round-budget-file", str(budget), "--cpu", "--record"]) == 1
     assert seen["rounds_used"] == 5 and seen["device"] == "cpu" and seen["base"] is None
     out = capsys.readouterr().out
     assert "min_row: row r is at 0.900x" in out and "ledger: L0001 (NO-GO)" in out
@@ -392,3 +392,23 @@ def test_the_noise_floor_carries_the_protocol_of_its_aa_file(tmp_path, monkeypat
     (tmp_path / "h200-aa.jsonl").write_bytes(data)
     monkeypatch.setattr(type(task), "results_dir", lambda self: tmp_path)
     assert noise_floor(task, "h200")["device_us_start"] == "idle GPU"
+
+
+def test_cli_gate_writes_nothing_in_the_task_folder_unless_asked(task, monkeypatch, capsys):
+    """Issue 38: a gate run by hand (the main checkout, or an agent checking itself inside its run) leaves the
+    committed ledger and results alone; --record appends the entry (and, on a GPU, keeps the bench's file)."""
+    from kda.evidence import ledger
+
+    seen = []
+
+    def fake_run_gate(t, **kw):
+        seen.append(kw.get("write", True))
+        return gate.GateResult(task=t.name, status="BLOCKED", findings=[])
+    monkeypatch.setattr(gate, "run_gate", fake_run_gate)
+    path = ledger.ledger_path(task.path)
+    before = path.read_text() if path.exists() else None
+    cli.main(["gate", str(task.path), "--cpu"])
+    assert (path.read_text() if path.exists() else None) == before and seen == [False]
+    assert "not recorded" in capsys.readouterr().out
+    cli.main(["gate", str(task.path), "--cpu", "--record"])
+    assert path.read_text() != before and seen == [False, True]
