@@ -108,7 +108,7 @@ def _static_problems(task: Task, override: Path | None) -> list[str]:
 def _candidate(task: Task, override: Path | None = None) -> dict[str, Callable]:
     """The task's candidate functions, once its files keep the static rules: a block runs every arm in one process,
     so a candidate could reach upstream's modules and slow the arms it is compared with (tests/zoo/slows_baseline.py
-    does, in a task's bench); the task bench's runtime watch of upstream does not run here, the static rules do."""
+    does, in a task's bench). At run time watch_upstream and process_state check what the static rules cannot."""
     problems = _static_problems(task, override)
     if problems:
         raise KdaError(f"{task.name}: its candidate breaks the static rules, so no block runs it (it would share the "
