@@ -17,7 +17,10 @@ Jobs are MODE:NAME:
   zoo:TASK    scripts/gpu_exploit_zoo.py --bench-probe on the zoo's task (fuse_scale_shift); nothing is ledgered,
               its page and JSON come back in logs.tar (jobs/zoo-TASK/) for docs/evidence/
 A job may end in @PATH: it starts only once PATH exists (a package a later call brings, such as the CuTe DSL
-bundle's last part: the jobs that need nothing wait for nothing).
+bundle's last part: the jobs that need nothing wait for nothing). Every finished job leaves WORK/done/MODE-NAME
+(whatever its exit status), so a job can wait for another: an e2e block whose predictions read a task's results
+file waits for that task's bench (`e2e:wan@WORK/done/bench-cutedsl_norm_scale_shift`); it fails by itself,
+naming the stale file, if the bench did not write one.
 They start in the order given, each on the first free GPU. Two jobs of one task run at once only where they write
 different files: a sweep and a cold run write results/sweep/ and results/cold/ and no ledger line, a bench and an
 A/A run both append to the ledger (and an e2e block's results are its own). Each job sees one GPU (CUDA_VISIBLE_DEVICES), so every timing it makes is a ratio within one
@@ -159,6 +162,9 @@ class Queue:
         paths = kept_paths(job)
         (self.e2e_kept if job.mode in ("e2e", "traj") else self.kept).extend(paths)
         self._event(job=job.label, gpu=gpu, state="done", rc=rc)
+        # after the event: a job gated on this marker starts only once the state says this one is done
+        (self.work / "done").mkdir(exist_ok=True)
+        (self.work / "done" / job.slug).write_text(f"{rc}\n")
         self.pack()
 
     def pack(self) -> None:

@@ -108,6 +108,22 @@ def test_a_gated_job_waits_for_its_file_and_the_others_do_not_wait_for_it(tmp_pa
     assert started["sweep:cutedsl_norm_scale_shift"] >= gate.stat().st_mtime - 0.01
 
 
+def test_a_job_gated_on_another_jobs_done_marker_starts_after_it_finishes(tmp_path, monkeypatch):
+    monkeypatch.setattr(Q, "command", _fake_command)
+    monkeypatch.setattr(Q, "POLL_S", 0.05)
+    (tmp_path / "repo").mkdir()
+    jobs = Q.parse_jobs([f"e2e:wan@{tmp_path}/done/bench-cutedsl_norm_scale_shift", "bench:cutedsl_norm_scale_shift",
+                         "aa:norm_infer"])
+    Q.Queue(tmp_path, jobs, gpus=2).run()
+    events = Q.read_state(tmp_path)
+    started = {e["job"]: e["t"] for e in events if e.get("state") == "started"}
+    done = {e["job"]: e for e in events if e.get("state") == "done"}
+    assert started["e2e:wan"] >= done["bench:cutedsl_norm_scale_shift"]["t"]
+    # a failed job leaves its marker too (with its exit status), so nothing waits forever behind it
+    assert (tmp_path / "done" / "aa-norm_infer").read_text() == "3\n" and done["aa:norm_infer"]["rc"] == 3
+    assert (tmp_path / "done" / "e2e-wan").read_text() == "0\n"
+
+
 def test_commands_per_mode_and_the_e2e_arguments_from_the_environment(monkeypatch):
     monkeypatch.delenv("KDA_E2E_ARGS", raising=False)
     assert Q.command(Q.Job("sweep", "norm_infer")) == ["bash", "scripts/gpu_tasks.sh", "--sweep-only", "norm_infer"]
