@@ -12,7 +12,8 @@ of its GPUs work. This keeps every GPU busy and outlives the call:
 Jobs are MODE:NAME:
   bench:TASK  scripts/gpu_tasks.sh --bench-only TASK (rotated input sets and the baseline timed alone: the defaults)
   sweep:TASK  --sweep-only (KDA_SWEEP_N rows)     cold:TASK  --cold-only     aa:TASK  --aa-only
-  e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK), with KDA_E2E_ARGS appended (`--skip-arm compile`)
+  e2e:BLOCK   python3 -m kda e2e BLOCK (diffusion/e2e/BLOCK), with KDA_E2E_ARGS appended (`--skip-arm compile`),
+              or KDA_E2E_ARGS_BLOCK where set (one block with the compile arm, the others without)
   traj:BLOCK  python3 -m kda e2e BLOCK --trajectory (the sampled stack's PSNR against fp32), KDA_TRAJ_ARGS appended
   zoo:TASK    scripts/gpu_exploit_zoo.py --bench-probe on the zoo's task (fuse_scale_shift); nothing is ledgered,
               its page and JSON come back in logs.tar (jobs/zoo-TASK/) for docs/evidence/
@@ -98,7 +99,8 @@ def parse_jobs(specs: list[str]) -> list[Job]:
 
 def command(job: Job) -> list[str]:
     if job.mode == "e2e":
-        return [sys.executable, "-m", "kda", "e2e", job.name, *shlex.split(os.environ.get("KDA_E2E_ARGS", ""))]
+        args = os.environ.get(f"KDA_E2E_ARGS_{job.name}", os.environ.get("KDA_E2E_ARGS", ""))
+        return [sys.executable, "-m", "kda", "e2e", job.name, *shlex.split(args)]
     if job.mode == "traj":
         return [sys.executable, "-m", "kda", "e2e", job.name, "--trajectory",
                 *shlex.split(os.environ.get("KDA_TRAJ_ARGS", ""))]

@@ -130,6 +130,9 @@ def test_commands_per_mode_and_the_e2e_arguments_from_the_environment(monkeypatc
     assert Q.command(Q.Job("e2e", "wan"))[-3:] == ["kda", "e2e", "wan"]
     monkeypatch.setenv("KDA_E2E_ARGS", "--skip-arm compile --trials 5")
     assert Q.command(Q.Job("e2e", "wan"))[-5:] == ["wan", "--skip-arm", "compile", "--trials", "5"]
+    monkeypatch.setenv("KDA_E2E_ARGS_qwen_image", "--trials 3")  # one block's own arguments, the others unchanged
+    assert Q.command(Q.Job("e2e", "qwen_image"))[-3:] == ["qwen_image", "--trials", "3"]
+    assert Q.command(Q.Job("e2e", "wan"))[-3:] == ["compile", "--trials", "5"]
 
 
 def test_a_trajectory_job_runs_the_sampled_stack_and_packs_with_the_blocks(monkeypatch):
