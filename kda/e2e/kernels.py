@@ -250,7 +250,9 @@ class WeightPrint:
 
         if not t.numel():
             return t.data_ptr(), t._version, 0
-        raw = t.detach().contiguous().view(torch.uint8)
+        # flat first: a byte view keeps the shape, so a conv weight whose last dim is 3 in bf16 (6 bytes) has no
+        # int32 view however many bytes it holds (the H200 run of 2026-11-28 failed both VAE blocks on it)
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
         # an exact sum of the words (int32 where the bytes allow: 4x fewer elements), accumulated in int64
         words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
         return t.data_ptr(), t._version, int(words.sum(dtype=torch.int64))

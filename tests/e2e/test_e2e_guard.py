@@ -35,3 +35,21 @@ def test_an_honest_candidate_file_loads_in_its_place():
     assert set(ks.sources) == {s.name for s in block.sites}
     # the other arms do not load candidates: the override changes nothing there
     assert kernel_set(block, "eager", {"fuse_scale_shift": ZOO / "slows_baseline.py"}).sources
+
+
+@pytest.mark.parametrize("shape, dtype", [((8, 4, 3, 3, 3), "bfloat16"), ((5,), "float16"), ((3, 3), "bfloat16"),
+                                          ((), "float32"), ((2, 3), "bool"), ((0, 3), "bfloat16")])
+def test_weight_prints_take_every_shape_and_dtype_a_block_holds_and_see_a_rewrite(shape, dtype):
+    """A VAE's conv weight ends in a dim of 3: in bf16 its rows are 6 bytes, which have no int32 view (both VAE
+    blocks failed on it on the H200). Every tensor is printed, and a write that goes around the version counter
+    still changes its print."""
+    import torch
+
+    from kda.e2e.kernels import WeightPrint
+
+    t = torch.ones(shape, dtype=getattr(torch, dtype))
+    wp = WeightPrint("the block's weights", {"w": t})
+    assert wp.changed() == []
+    if t.numel():
+        t.data.view(-1)[0] = 0  # through .data: the version counter does not move, the bytes do
+        assert wp.changed() == ["the block's weights rewritten: w"]
