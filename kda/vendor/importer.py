@@ -235,11 +235,16 @@ class AliasedUpstreamFinder(importlib.abc.MetaPathFinder):
 def install_alias_finder(top: str, version: str, root: Path, wheel_paths: list[str],
                          shims: list[str]) -> AliasedUpstreamFinder:
     alias = alias_name(top, version)
+    files = {module_name(p): root / p for p in wheel_paths if p.endswith(".py")}
+    shim_files = {m: SHIM_DIR / SHIMS[m] for m in shims}
     for f in sys.meta_path:
         if isinstance(f, AliasedUpstreamFinder) and f.alias == alias:
+            # another task of the same process (kda e2e): one finder answers for both. Returning it unextended
+            # left the second task's files unknown (the H200 run of 2026-11-28: cutedsl_norm_scale_shift's 0.5.23
+            # kernel failed to import beside fuse_scale_shift's in every DiT block)
+            f.inner.extend(files, shim_files)
             return f
-    files = {module_name(p): root / p for p in wheel_paths if p.endswith(".py")}
-    finder = AliasedUpstreamFinder(alias, top, files, {m: SHIM_DIR / SHIMS[m] for m in shims})
+    finder = AliasedUpstreamFinder(alias, top, files, shim_files)
     sys.meta_path.insert(0, finder)
     return finder
 

@@ -59,6 +59,27 @@ def test_two_releases_of_one_package_load_side_by_side_each_importing_its_own_fi
             del sys.modules[name]
 
 
+def test_two_tasks_of_one_process_share_the_alias_and_each_imports_its_own_files(tmp_path):
+    """kda e2e loads every task's later release in one process: the second task's files must join the alias's
+    finder, not be dropped because a finder for the alias exists (the H200 run of 2026-11-28)."""
+    top = f"fakepkg_{uuid.uuid4().hex[:8]}"
+    first = _release(tmp_path / "a", top, 1)
+    other = tmp_path / "b" / top / "other"
+    other.mkdir(parents=True)
+    (other / "kernel2.py").write_text(f"from {top}.numerics import VALUE\n\ndef entry():\n    return VALUE + 10\n")
+    alias = alias_name(top, "9.1")
+    try:
+        finder = install_alias_finder(top, "9.1", tmp_path / "a", first, [])
+        assert importlib.import_module(f"{alias}.ops.kernel").entry()[0] == 1
+        assert install_alias_finder(top, "9.1", tmp_path / "b", [f"{top}/other/kernel2.py"], []) is finder
+        assert importlib.import_module(f"{alias}.other.kernel2").entry() == 11  # the second task's own file
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if not (isinstance(f, AliasedUpstreamFinder)
+                                                             and f.alias == alias)]
+        for name in [n for n in sys.modules if n.startswith(top)]:
+            del sys.modules[name]
+
+
 def test_a_task_without_a_later_release_says_so():
     with pytest.raises(KdaError, match="upstream_latest.version is empty"):
         vendor_task(Task.load("group_norm_silu").cfg, section="upstream_latest")
@@ -229,6 +250,9 @@ CUTE_BOTH = textwrap.dedent("""\
         native.load_jit("norm_scale_shift_native", cuda_files=[])
     except RuntimeError as e:
         print("native:", "Blackwell-only" in str(e))
+    # a DiT block (kda e2e wan) loads another task's 0.5.23 kernels into the same alias after these
+    f = Task.load("fuse_scale_shift")
+    assert load_latest_entry_points(f.cfg, vendor_task(f.cfg, section="upstream_latest"))
     print("ok", " ".join(sorted(new)))
     """)
 
