@@ -400,6 +400,7 @@ def predicted(row: dict, slug: str) -> dict | None:
     inv = (row.get("arms", {}).get("upstream") or {}).get("inventory")
     if not inv or not inv.get("total_us"):
         return None
+    inv = inventory.clean(inv)
     sites = {name: (r["task"], r["id"]) for name, r in row.get("catalog_rows", {}).items()}
     for task in inv["tasks"]:
         sites.setdefault(f"task:{task}", (task, ""))

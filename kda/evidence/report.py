@@ -257,16 +257,19 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
     lines = ["| block | GPU | workload | cand / upstream eager_us | cand / upstream graph_us | cand / compile graph_us "
              "| cand / 0.5.23 graph_us | predicted graph_us |", "|---|---|---|---|---|---|---|---|"]
     older: dict[str, list[str]] = {}  # block -> its tasks whose latest arm ran the 0.5.15 baseline, with why
-    from kda.e2e.inventory import FLAWED, INVENTORY_METHOD
+    from kda.e2e.inventory import FLAWED, REPAIRED, prediction, readable
 
     unattributed: dict[str, set[str]] = {}  # why a file's inventories are not read -> its blocks
+    repaired: dict[str, set[str]] = {}  # what was set right on reading a file's inventories -> its blocks
     for path in paths:
         records = results_file.read_records(path)
         prov = records[0]
-        trusted = prov.get("inventory") == INVENTORY_METHOD
+        trusted = readable(prov.get("inventory"))
         if not trusted:
             why = FLAWED.get(prov.get("inventory"), f"were taken by an unknown method {prov.get('inventory')!r}")
             unattributed.setdefault(why, set()).add(str(prov.get("block")))
+        elif prov.get("inventory") in REPAIRED:
+            repaired.setdefault(REPAIRED[prov["inventory"]], set()).add(str(prov.get("block")))
         for task, what in ((prov.get("latest") or {}).get("tasks") or {}).items():
             if "0.5.23" not in what.split(" ")[0]:
                 older.setdefault(str(prov.get("block")), []).append(f"{task} on {what}")
@@ -274,7 +277,12 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
             sp = r.get("speedup") or {}
             up, comp, latest = (sp.get(k) or {} for k in ("candidate/upstream", "candidate/compile",
                                                             "candidate/latest"))
-            pred = (r.get("predicted") or {}).get("graph_us") if trusted else None
+            # from the upstream arm's inventory, cleaned (kda.e2e.inventory.clean), and the task speedups the run
+            # read; a row that recorded no speedups (a test's) keeps its recorded figure
+            rec = r.get("predicted") or {}
+            up_inv = ((r.get("arms") or {}).get("upstream") or {}).get("inventory")
+            pred = None if not trusted else (prediction(up_inv, rec["task_speedups"])
+                                             if up_inv and "task_speedups" in rec else rec.get("graph_us"))
             name = prov.get("block")
             cell = f"[{name}](diffusion/e2e/{name}/results.md)" if link else name
             lines.append(f"| {cell} | {str(prov.get('gpu_slug', '?')).upper()} | {r['id']} "
@@ -284,6 +292,8 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
         if any(results_file.read_records(p)[0].get("not_yet_validated") for p in paths) else ""
     gap = "".join(f" No prediction is shown for {', '.join(sorted(blocks))}: their inventories {why} (docs/e2e.md)."
                   for why, blocks in unattributed.items())
+    gap += "".join(f" The inventories of {', '.join(sorted(blocks))} {why} (docs/e2e.md)."
+                   for why, blocks in repaired.items())
     latest_note = " 0.5.23: SGLang 0.5.23's kernel for each call site's op (the arm `latest`), its fused sites not " \
         "modeled" + ("; " + "; ".join(f"{b} runs {', '.join(ts)}" for b, ts in sorted(older.items())) if older else "") \
         + "."
@@ -322,7 +332,7 @@ def e2e_family_table(paths: list[Path]) -> str:
     kernel: a site's norm or rope kernel counts as "other"), which holds whatever a file's attribution method once
     its profile kept every kernel (not the first run's, which lost the Triton ones); the ceiling is the block's gain if every kernel but attention and GEMM took no time, the bound on what
     faster site kernels can give; beside it the candidate arm's profiled call against upstream's."""
-    from kda.e2e.inventory import FAMILIES, family
+    from kda.e2e.inventory import FAMILIES, clean, family
 
     lines = []
     for path in paths:
@@ -332,6 +342,8 @@ def e2e_family_table(paths: list[Path]) -> str:
         gpu = str(records[0].get("gpu_slug", "?")).upper()
         for r in (r for r in records if r.get("type") == "row"):
             invs = {a: ((r.get("arms") or {}).get(a) or {}).get("inventory") for a in INVENTORY_ARMS}
+            # ranges listed as kernels (a file of the third run) are not kernels of any family: left out
+            invs = {a: clean(i) if i else i for a, i in invs.items()}
             up = invs["upstream"]
             if not (up and up.get("kernels") and up.get("total_us")):
                 continue
@@ -415,15 +427,16 @@ def e2e_plot_data(path: Path) -> dict | None:
     call split by owner (each task's kernels, then GEMM, attention, copies, other), as shares of the upstream arm's
     total, so the candidate's bar is as long as its time relative to upstream. None where the file's inventories
     predate attribution by time window (kda.e2e.inventory) or no workload has both arms' inventories."""
-    from kda.e2e.inventory import FAMILIES, INVENTORY_METHOD
+    from kda.e2e.inventory import FAMILIES, clean, readable
 
     records = results_file.read_records(path)
     prov = records[0]
-    if prov.get("inventory") != INVENTORY_METHOD:
+    if not readable(prov.get("inventory")):
         return None
     rows = []
     for r in (r for r in records if r.get("type") == "row"):
         invs = [((r.get("arms") or {}).get(a) or {}).get("inventory") for a in INVENTORY_ARMS]
+        invs = [clean(i) if i else i for i in invs]
         if all(i and i.get("total_us") for i in invs):
             rows.append((r["id"], invs))
     if not rows:
@@ -451,10 +464,10 @@ def e2e_block_md(block_dir: Path, paths: list[Path]) -> str:
                 f"- run: {prov.get('time_utc')}, commit `{str(prov.get('commit') or '?')[:12]}`, arms "
                 f"{', '.join(prov.get('arms') or [])}, {prov.get('trials')} trials", "", e2e_table([path]), ""]
         if e2e_plot_data(path) is None:
-            from kda.e2e.inventory import FLAWED, INVENTORY_METHOD
+            from kda.e2e.inventory import FLAWED, readable
 
             method = prov.get("inventory")
-            why = ("no workload has both arms' inventories" if method == INVENTORY_METHOD
+            why = ("no workload has both arms' inventories" if readable(method)
                    else "the inventories of this file " + FLAWED.get(method, f"were taken by an unknown method "
                                                                             f"{method!r}"))
             out += [f"No inventory plot: {why} (docs/e2e.md).", ""]
@@ -779,7 +792,11 @@ def _speed(e):
     return "-" if not e else f"{e['median']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}]"
 
 
-def campaign_md(results: dict[Path, list[ResultsFile]]) -> str:
+def campaign_md(results: dict[Path, list[ResultsFile]], e2e: list[Path] | None = None) -> str:
+    """fast_p per GPU, every summary figure, and what torch.compile fuses that we lack (the blocks' files `e2e`,
+    default every committed one)."""
+    from kda.evidence.fusions import fusion_section
+
     out = ["<!-- generated by `kda report`; do not edit -->", "# Campaign summary", "",
            "`fast_p` (KernelBench): the share of tasks whose candidate is correct on every row and whose device_us "
            "geomean speedup over the baseline exceeds p. Per GPU, over the tasks with results on that GPU.", ""]
@@ -796,7 +813,8 @@ def campaign_md(results: dict[Path, list[ResultsFile]]) -> str:
                     and ((f.summary["metrics"].get("device_us") or {}).get("vs_baseline") or {}).get("geomean", 0) > p)
             cells.append(f"{n}/{len(files)}")
         out.append(f"| {gpu} | {len(files)} | " + " | ".join(cells) + " |")
-    out += ["", "## Every summary figure", "", detail_table(results)]
+    out += ["", "## Every summary figure", "", detail_table(results), "",
+            fusion_section(e2e_files() if e2e is None else e2e).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 

@@ -119,3 +119,48 @@ def test_kernels_belong_to_the_site_whose_window_holds_them_linked_to_a_cpu_op_o
     assert got["tasks"] == {"group_norm_silu": 60.0, "fuse_scale_shift": 31.0}
     assert got["families"]["gemm"] == 70.0 and got["families"]["copy"] == 4.0
     assert got["total_us"] == 165.0
+
+
+def test_a_sites_range_is_not_a_kernel_of_its_task(monkeypatch):
+    """The profile reports each record_function range a second time as a device-side annotation, over the same
+    window. The third GPU run summed those as kernels of the site's task (its time twice, and a site named attn_...
+    as attention by name): they are left out of a new profile, and out of an old file's inventory on reading."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    label = inv.site_range("attn_norm2", "cutedsl_norm_tanh_mul_add")
+
+    def ev(name, start, end, device, annotation=False):
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,
+                               is_user_annotation=annotation)
+
+    events = [ev(label, 100.0, 200.0, DeviceType.CPU), ev(label, 110.0, 150.0, DeviceType.CUDA, annotation=True),
+              ev("_ntma_kernel", 110.0, 150.0, DeviceType.CUDA), ev("nvjet_sm90_gemm", 210.0, 300.0, DeviceType.CUDA)]
+
+    class FakeProfile:
+        def __init__(self, **_):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def events(self):
+            return events
+
+    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    got = inv.summarize(inv.profile_events(lambda: None, cuda=True))
+    assert got["tasks"] == {"cutedsl_norm_tanh_mul_add": 40.0} and got["total_us"] == 130.0
+    assert got["families"]["attention"] == 0.0 and label not in {k["kernel"] for k in got["kernels"]}
+    # a file of the third run: the range among the kernels, counted in its task's time and the total
+    old = {"total_us": 170.0, "tasks": {"cutedsl_norm_tanh_mul_add": 80.0}, "kernels": [
+        *got["kernels"], {"kernel": label, "owner": "cutedsl_norm_tanh_mul_add", "us": 40.0}]}
+    assert inv.clean(old)["tasks"] == got["tasks"] and inv.clean(old)["total_us"] == 130.0
+    assert inv.clean(got) == got  # the current method's inventory is its own clean form
+    assert inv.prediction(old, {"cutedsl_norm_tanh_mul_add": 2.0}) == pytest.approx(130.0 / 110.0)
+    assert inv.prediction(old, None) is None and inv.readable("site windows, opened after a synchronize")
+    assert not inv.readable("site windows") and not inv.readable(None)

@@ -107,7 +107,7 @@ def _readme_table():
 
 
 def _detail_table():
-    text = (repo_root() / "docs" / "campaign.md").read_text().split("## Every summary figure")[1]
+    text = (repo_root() / "docs" / "campaign.md").read_text().split("## Every summary figure")[1].split("\n## ")[0]
     header, _, *rows = [line for line in text.splitlines() if line.startswith("|")]
     return header.split(" | "), rows
 
@@ -405,6 +405,25 @@ def test_the_e2e_table_reads_a_blocks_results_file(tmp_path):
     assert report.e2e_table([]).startswith("No model block has been timed on a GPU yet")
 
 
+def test_the_e2e_table_predicts_from_a_third_run_file_with_its_ranges_left_out(tmp_path):
+    """The third GPU run's files listed each site's range as a kernel of its task: the table predicts again from
+    the cleaned inventory and the speedups the run read, and says so."""
+    from kda.harness import results_file
+
+    up = {"total_us": 140.0, "tasks": {"norm_infer": 40.0}, "kernels": [
+        {"kernel": "nvjet", "owner": "gemm", "us": 80.0}, {"kernel": "_norm", "owner": "norm_infer", "us": 20.0},
+        {"kernel": "kda.site:n1:norm_infer", "owner": "norm_infer", "us": 20.0},
+        {"kernel": "elementwise", "owner": "other", "us": 20.0}]}
+    row = {"type": "row", "id": "wan_ti2v", "arms": {"upstream": {"inventory": up}},
+           "predicted": {"graph_us": 9.9, "task_speedups": {"norm_infer": 2.0}}}
+    path = results_file.write(tmp_path / "h200.jsonl.gz", [
+        {"type": "provenance", "block": "wan", "gpu_slug": "h200",
+         "inventory": "site windows, opened after a synchronize"}, row, {"type": "summary"}])
+    text = report.e2e_table([path])
+    assert text.splitlines()[2].endswith(f"| {120.0 / 110.0:.3f} |")  # not the recorded 9.9
+    assert "The inventories of wan listed each site's profiler range as a kernel" in text
+
+
 def _latest_row(rid, latest, cand, production=True, status="PASS", failed=0):
     return {"id": rid, "production": production, "status": status,
             "checks": {"latest": {"checks": 1, "failed": failed}},
@@ -512,13 +531,15 @@ def test_every_committed_trajectory_is_in_readme_and_on_its_blocks_page():
 def test_the_family_table_groups_every_kernel_by_name_and_bounds_the_gain(tmp_path):
     """Told apart by name alone, so it holds even where the site attribution was flawed; the first run's files (no
     inventory method) lost the Triton kernels and are left out."""
-    inv = {"total_us": 1000.0, "kernels": [
-        {"kernel": "flash_fwd_kernel", "owner": "norm", "us": 500.0},  # a flawed window gave it to a site
-        {"kernel": "nvjet_sm90_tst", "owner": "gemm", "us": 300.0},
-        {"kernel": "_fused_norm_kernel", "owner": "norm", "us": 150.0},
-        {"kernel": "direct_copy_kernel", "owner": "copy", "us": 50.0}]}
+    kernels = [{"kernel": "flash_fwd_kernel", "owner": "norm", "us": 500.0},  # a flawed window gave it to a site
+               {"kernel": "nvjet_sm90_tst", "owner": "gemm", "us": 300.0},
+               {"kernel": "direct_copy_kernel", "owner": "copy", "us": 50.0}]
+    # the third run's files list each site's range as a kernel too (its time twice; "attn" in its name): left out
+    inv = {"total_us": 1150.0, "kernels": [*kernels, {"kernel": "_fused_norm_kernel", "owner": "norm", "us": 150.0},
+                                           {"kernel": "kda.site:attn_norm:norm", "owner": "norm", "us": 150.0}]}
+    cand = {"total_us": 950.0, "kernels": [*kernels, {"kernel": "_norm_v2", "owner": "norm", "us": 100.0}]}
     row = {"type": "row", "id": "wan_ti2v", "arms": {"upstream": {"inventory": inv},
-                                                     "candidate": {"inventory": {**inv, "total_us": 950.0}}}}
+                                                     "candidate": {"inventory": cand}}}
     path = results_file.write(tmp_path / "h200.jsonl.gz", [
         {"type": "provenance", "block": "wan", "gpu_slug": "h200", "inventory": "site windows"}, row])
     text = report.e2e_family_table([path])
