@@ -102,7 +102,10 @@ def clean(inv: dict) -> dict:
             fams[k["owner"]] += float(k["us"])
         else:
             tasks[k["owner"]] = tasks.get(k["owner"], 0.0) + float(k["us"])
-    return {"total_us": sum(float(k["us"]) for k in kernels), "tasks": tasks, "families": fams, "kernels": kernels}
+    out = {"total_us": sum(float(k["us"]) for k in kernels), "tasks": tasks, "families": fams, "kernels": kernels}
+    if "task_calls" in inv:  # counted from events, never from a range: nothing to set right
+        out["task_calls"] = inv["task_calls"]
+    return out
 
 
 def prediction(upstream_inv: dict | None, speedups: dict[str, float | None] | None) -> float | None:
@@ -116,9 +119,10 @@ def prediction(upstream_inv: dict | None, speedups: dict[str, float | None] | No
 
 def summarize(events: list[dict]) -> dict:
     """From profiler events ({"name", "device_us", "ranges": the enclosing range names}) to the inventory:
-    {"total_us", "tasks": {task: us}, "families": {family: us}, "kernels": [{"kernel", "us", "owner"}]}; a kernel
-    inside a site range belongs to that site's task."""
+    {"total_us", "tasks": {task: us}, "task_calls": {task: launches}, "families": {family: us}, "kernels":
+    [{"kernel", "us", "owner"}]}; a kernel inside a site range belongs to that site's task."""
     tasks: dict[str, float] = {}
+    task_calls: dict[str, int] = {}  # launches at each task's sites: compared exactly with the peers alone
     fams = {f: 0.0 for f in FAMILIES}
     kernels: dict[tuple[str, str], float] = {}
     total = 0.0
@@ -129,12 +133,13 @@ def summarize(events: list[dict]) -> dict:
                       if r.startswith(SITE_PREFIX)), None)
         if owner is not None:
             tasks[owner] = tasks.get(owner, 0.0) + us
+            task_calls[owner] = task_calls.get(owner, 0) + 1
         else:
             owner = family(e["name"])
             fams[owner] += us
         kernels[(e["name"], owner)] = kernels.get((e["name"], owner), 0.0) + us
     rows = sorted(({"kernel": k, "owner": o, "us": us} for (k, o), us in kernels.items()), key=lambda r: -r["us"])
-    return {"total_us": total, "tasks": tasks, "families": fams, "kernels": rows}
+    return {"total_us": total, "tasks": tasks, "task_calls": task_calls, "families": fams, "kernels": rows}
 
 
 def profile_events(fn: Callable, cuda: bool = True) -> list[dict]:

@@ -34,7 +34,7 @@ from kda.core.errors import KdaError
 from kda.core.gpu import gpu_slug
 from kda.e2e.block import BlockDef, Workload
 from kda.e2e.check import _run_arm, build, fresh, judge, upcast
-from kda.e2e import inventory
+from kda.e2e import alone, inventory
 from kda.e2e.kernels import (KernelSet, UpstreamTampered, WeightPrint, after_arm, arms as all_arms, check_upstream,
                              kernel_set, latest_sources, process_state, watch_upstream)
 from kda.harness.stats import paired_speedup
@@ -333,10 +333,14 @@ def stale_task_results(block: BlockDef, slug: str) -> list[str]:
 
 
 def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tuple = (), trials: int = TRIALS,
-          out: Path | None = None, log: Callable[[str], None] = _log, predict: bool = True) -> Path:
+          out: Path | None = None, log: Callable[[str], None] = _log, predict: bool = True,
+          alone_cmd: Callable[..., list[str]] = alone.command) -> Path:
     """Time every workload of the block on each arm; write (and rewrite after each workload) the results file
     `<out or block/results>/<gpu>.jsonl.gz`. Returns its path. `predict`: each row's Amdahl prediction from the
-    task results files, which must have measured the solutions in the tree (else an error before anything runs)."""
+    task results files, which must have measured the solutions in the tree (else an error before anything runs).
+    After the workloads, the peers are timed again in a process that never imported a candidate, and a workload
+    whose peers were slower or did more beside the candidate has its speedups withheld (kda.e2e.alone; `alone_cmd`
+    builds the child's command line)."""
     if not DEV.available():
         raise KdaError(f"{block.label}: timing needs a GPU; on the CPU run `kda e2e {block.name} --cpu`")
     arms = select_arms(block, arms, skip)
@@ -355,6 +359,9 @@ def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tupl
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "wheel": block.data["wheel"], "follows": str(block.follows), "not_yet_validated": True,
             "inventory": inventory.INVENTORY_METHOD}
+    peers_alone = alone.needed(arms)
+    if peers_alone:  # "pending" until the child's comparison is written: a reader withholds what it has not judged
+        prov["alone"] = {"arms": peers_alone, "max_ratio": alone.MAX_RATIO, "state": "pending"}
     if "latest" in arms:  # what today's-SGLang arm ran per task (kda.e2e.kernels: op by op, no fused sites)
         prov["latest"] = {"scope": LATEST_SCOPE, "tasks": latest_sources(block)}
     # Upstream's and 0.5.23's kernels load before any candidate, and their modules' state is checked after every
@@ -384,6 +391,18 @@ def bench(block: BlockDef, arms: list[str] | None = None, skip: list[str] | tupl
         rows.append(row)
         results_file.write(path, [prov, *rows, _summary(rows, len(workloads))])
     log(f"{block.name}: {len(rows)} workloads in {time.monotonic() - t0:.1f} s")
+    if peers_alone:
+        log(f"{block.name}: {', '.join(peers_alone)} again, alone in a process without a candidate")
+        try:
+            got, why = alone.run_child(block.name, peers_alone, trials, log, alone_cmd), ""
+        except Exception as e:  # noqa: BLE001 - judged below: every row's speedups withheld, the reason kept
+            got, why = None, _error(e)
+        alone.judge_rows(rows, got, peers_alone, why)
+        prov["alone"]["state"] = "done" if got is not None else f"failed: {why[:300]}"
+        results_file.write(path, [prov, *rows, _summary(rows, len(workloads))])
+        withheld = [r["id"] for r in rows if "speedup_withheld" in r]
+        log(f"{block.name}: peers alone: " + (f"speedups withheld for {', '.join(withheld)}" if withheld
+                                               else "no workload's peers were slower beside the candidate"))
     return path
 
 

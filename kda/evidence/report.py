@@ -261,6 +261,7 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
 
     unattributed: dict[str, set[str]] = {}  # why a file's inventories are not read -> its blocks
     repaired: dict[str, set[str]] = {}  # what was set right on reading a file's inventories -> its blocks
+    withheld: list[str] = []  # workloads whose speedups the peers-alone backstop withheld (kda.e2e.alone)
     for path in paths:
         records = results_file.read_records(path)
         prov = records[0]
@@ -273,8 +274,12 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
         for task, what in ((prov.get("latest") or {}).get("tasks") or {}).items():
             if "0.5.23" not in what.split(" ")[0]:
                 older.setdefault(str(prov.get("block")), []).append(f"{task} on {what}")
+        pending = (prov.get("alone") or {}).get("state") == "pending"  # the run ended before the peers ran alone
         for r in (r for r in records if r.get("type") == "row"):
-            sp = r.get("speedup") or {}
+            sp = {} if pending else (r.get("speedup") or {})
+            if pending or "speedup_withheld" in r:
+                withheld.append(f"{prov.get('block')} {r['id']}: " + ("the run ended before its peers were timed "
+                                                                       "alone" if pending else r.get("error", "")))
             up, comp, latest = (sp.get(k) or {} for k in ("candidate/upstream", "candidate/compile",
                                                             "candidate/latest"))
             # from the upstream arm's inventory, cleaned (kda.e2e.inventory.clean), and the task speedups the run
@@ -294,6 +299,8 @@ def e2e_table(paths: list[Path], link: bool = False) -> str:
                   for why, blocks in unattributed.items())
     gap += "".join(f" The inventories of {', '.join(sorted(blocks))} {why} (docs/e2e.md)."
                    for why, blocks in repaired.items())
+    gap += (" Speedups withheld (the peers timed alone, kda.e2e.alone): " + "; ".join(withheld) + ".") \
+        if withheld else ""
     latest_note = " 0.5.23: SGLang 0.5.23's kernel for each call site's op (the arm `latest`), its fused sites not " \
         "modeled" + ("; " + "; ".join(f"{b} runs {', '.join(ts)}" for b, ts in sorted(older.items())) if older else "") \
         + "."

@@ -11,7 +11,7 @@ import pytest
 
 from kda.core.errors import KdaError
 from kda.core.paths import repo_root
-from kda.e2e import check, inventory, timing
+from kda.e2e import alone, check, inventory, timing
 from kda.e2e.block import Workload, load_block
 from kda.e2e.kernels import KernelSet, arms as all_arms
 from kda.harness import results_file
@@ -37,6 +37,8 @@ def _as_eager(real):
 
 @pytest.fixture
 def cpu(monkeypatch):
+    # the peers alone (kda.e2e.alone: a child process) have their own tests, test_e2e_alone.py and the red team's
+    monkeypatch.setattr(alone, "needed", lambda arms: [])
     dev = CpuStandIn()
     monkeypatch.setattr(timing, "DEV", dev)
     monkeypatch.setattr(timing, "TARGET_SAMPLE_US", 1.0)  # one call per sample: a fast test
@@ -74,8 +76,8 @@ def test_bench_writes_a_results_file_that_reads_back(cpu, monkeypatch, tmp_path)
             assert rec["passed"] and not rec.get("error"), (a, rec)
             assert len(rec["eager_us"]) == TRIALS and len(rec["graph_us"]) == TRIALS
             assert all(v > 0 for v in rec["eager_us"] + rec["graph_us"])
-            assert rec["inventory"] == {"total_us": 0, "tasks": {}, "families": dict.fromkeys(inventory.FAMILIES, 0),
-                                        "kernels": []}
+            assert rec["inventory"] == {"total_us": 0, "tasks": {}, "task_calls": {},
+                                        "families": dict.fromkeys(inventory.FAMILIES, 0), "kernels": []}
         assert set(row["speedup"]) == {"candidate/upstream", "candidate/eager", f"{only}/upstream"}
         for s in row["speedup"].values():
             assert set(s) == {"eager_us", "graph_us"} and all(v["n"] == TRIALS for v in s.values())

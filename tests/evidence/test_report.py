@@ -558,3 +558,22 @@ def test_the_error_table_gives_each_workloads_arms_against_fp32_and_the_arms_tha
     text = report.e2e_error_table([path])
     assert "| wan_ti2v | H200 | 0.00300 | 0.00450 | 1.50 | eager, compile |" in text
     assert report.e2e_error_table([results_file.write(tmp_path / "h100.jsonl.gz", [{"type": "provenance"}])]) == ""
+
+
+def test_the_e2e_table_withholds_what_the_peers_alone_refused_or_never_judged(tmp_path):
+    from kda.harness import results_file
+
+    sp = {"median": 1.2, "ci": [1.1, 1.3], "n": 5}
+    ok = {"type": "row", "id": "w1", "speedup": {"candidate/upstream": {"eager_us": sp, "graph_us": sp}}}
+    refused = {"type": "row", "id": "w2", "speedup": {}, "speedup_withheld": ok["speedup"],
+               "error": "peers alone: upstream: its sites launched other work beside the candidate (t 2 beside, 1 alone)"}
+    prov = {"type": "provenance", "block": "wan", "gpu_slug": "h200", "inventory": INVENTORY_METHOD,
+            "alone": {"arms": ["upstream"], "state": "done"}}
+    done = results_file.write(tmp_path / "h200.jsonl.gz", [prov, ok, refused, {"type": "summary"}])
+    text = report.e2e_table([done])
+    assert "| wan | H200 | w1 | 1.200 [1.100, 1.300] |" in text and "| wan | H200 | w2 | - | - |" in text
+    assert "Speedups withheld (the peers timed alone, kda.e2e.alone): wan w2: peers alone: upstream: its sites" in text
+    pending = results_file.write(tmp_path / "h100.jsonl.gz", [
+        {**prov, "gpu_slug": "h100", "alone": {"arms": ["upstream"], "state": "pending"}}, ok, {"type": "summary"}])
+    text = report.e2e_table([pending])
+    assert "| wan | H100 | w1 | - | - |" in text and "wan w1: the run ended before its peers were timed alone" in text

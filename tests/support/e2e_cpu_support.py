@@ -1,6 +1,7 @@
 """timing.Cuda's primitives on the CPU, for the e2e timing tests (tests/e2e/test_e2e_timing.py,
 tests/e2e/test_e2e_redteam.py): perf_counter for events, a "graph" that makes the calls it holds, the profiler on
-CPU activity (no kernels: an empty inventory). Counts what it is asked to do."""
+CPU activity (no kernels: an empty inventory; with ops_as_kernels, every aten op stands for a kernel, so a site's
+launches can be counted as on a GPU). Counts what it is asked to do."""
 import gc
 import time
 
@@ -10,8 +11,9 @@ from kda.e2e import inventory, timing
 class CpuStandIn:
     device = "cpu"
 
-    def __init__(self):
+    def __init__(self, ops_as_kernels: bool = False):
         self.captures, self.freed, self.syncs = [], 0, 0
+        self.ops_as_kernels = ops_as_kernels
 
     def available(self):
         return True
@@ -47,4 +49,17 @@ class CpuStandIn:
         self.syncs += 1
 
     def profile(self, fn):
-        return inventory.profile_events(fn, cuda=False)
+        if not self.ops_as_kernels:
+            return inventory.profile_events(fn, cuda=False)
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+        windows, ops = [], []
+        for e in prof.events():
+            span = (e.time_range.start, e.time_range.end)
+            if e.name.startswith(inventory.SITE_PREFIX):
+                windows.append((*span, e.name))
+            elif e.name.startswith("aten::"):
+                ops.append({"name": e.name, "start_us": span[0], "end_us": span[1]})
+        return inventory.attribute(ops, windows)

@@ -9,11 +9,11 @@ sets (kda.e2e.kernels.KernelSet, through gc) and wraps every site's function in 
 it runs twice: every timed block call of those arms does twice their kernels' work, the outputs stay right (the
 arms' checks ran before, and a second run gives the same numbers), and no module global, function code or Triton
 kernel of upstream's changes. Its own math is honest.
-Defences lacking: a task's bench answers this kind of attack with BASELINE_SLOWED (the baseline timed again in a
-worker that never imported the candidate); the e2e tier has no such backstop, and watches neither the harness's
-own objects (KernelSet, timing.DEV, kda.e2e.timing's functions) nor anything a native extension can reach. What would
-stop it: never load a native candidate into the process that times its peers (time the peers, or each arm, in a
-process that never imported a candidate, and compare), or refuse candidates with native sources in a block run.
+What stops it (kda.e2e.alone): after the run, the peers are timed again in a child process that never imported a
+candidate, and each site's kernel launches in one profiled block call are compared exactly. Beside this candidate
+upstream's sites launch twice the work they do alone, so every workload's speedups are withheld
+(tests/e2e/test_e2e_redteam.py). A native slowdown that adds no launch (a kernel given other arguments, a delayed
+host path) is bounded only by the time comparison (kda.e2e.alone.MAX_RATIO), which is loose.
 """
 import torch
 
