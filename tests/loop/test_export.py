@@ -114,6 +114,9 @@ def test_every_patched_entry_point_exists_in_the_vendored_release(built):
     assert checked == sum(len(t.entry_points) for t in result.tasks) == 14
 
 
+OPS = ("fused_norm_scale_shift", "fused_scale_residual_norm_scale_shift")  # custom ops in the fake tree
+
+
 def write_fake_sglang(root: Path, tasks: dict[str, list[str]]) -> None:
     """A plain sglang tree: one module per entry module, each entry function returning its own name; a model layer
     importing every entry function by name (as SGLang's layers do), and one imported only after install()."""
@@ -128,7 +131,11 @@ def write_fake_sglang(root: Path, tasks: dict[str, list[str]]) -> None:
             if parent != Path("."):
                 (root / parent).mkdir(parents=True, exist_ok=True)
                 (root / parent / "__init__.py").touch()
-        path.write_text("".join(f"def {fn}(*args, **kwargs):\n    return 'upstream {fn}'\n\n" for fn in fns))
+        # the norm-scale-shift entries are custom ops upstream (torch.library.custom_op, as 0.5.15's CuTe DSL file)
+        path.write_text("import torch\n\n" + "".join(
+            f"@torch.library.custom_op('sglang::{fn}', mutates_args=())\n"
+            f"def {fn}(x: torch.Tensor) -> torch.Tensor:\n    return x + 1\n\n" if fn in OPS else
+            f"def {fn}(*args, **kwargs):\n    return 'upstream {fn}'\n\n" for fn in fns))
     layer = "".join(f"from {m} import {', '.join(fns)}\n" for m, fns in by_module.items())
     (root / "sglang" / "fake_model_layer.py").write_text(layer)
     (root / "sglang" / "fake_late_layer.py").write_text(
@@ -136,6 +143,7 @@ def write_fake_sglang(root: Path, tasks: dict[str, list[str]]) -> None:
 
 
 CHECK_SCRIPT = textwrap.dedent('''
+    OPS = ('fused_norm_scale_shift', 'fused_scale_residual_norm_scale_shift')
     import importlib, importlib.abc, json, sys
     from pathlib import Path
 
@@ -176,13 +184,28 @@ CHECK_SCRIPT = textwrap.dedent('''
         if pair == (orig[m, f], orig[m, f]): return "upstream"
         return f"mixed {pair}"
 
+    import torch
+    ops = [f"sglang::{f}" for _, m, f in entries if hasattr(torch.ops.sglang, f)]
+    kernel_for = lambda key: [torch._C._dispatch_has_kernel_for_dispatch_key(op, key) for op in ops]
+    ops_before = kernel_for("CUDA")
     first = k.install()
     again = k.install()
+    ops_installed = kernel_for("CUDA")
     after_install = {f"{m}:{f}": state(m, f) for _, m, f in entries}
     assert all(new[key] is not orig[key] for key in orig)
     installed = k.installed()
     k.uninstall()
+    ops_after = kernel_for("CUDA")
     after_uninstall = {f"{m}:{f}": state(m, f) for _, m, f in entries}
+    # on the CPU: the op dispatches to the kernel while installed (an honest stand-in here: a CuTe DSL kernel
+    # cannot run on a CPU), and to upstream's implementation again after uninstall()
+    k._patch.DISPATCH_KEY = "CPU"
+    stand_in = lambda x: x + 7
+    setattr(k.cutedsl_norm_scale_shift, OPS[0], stand_in)
+    k.install(["cutedsl_norm_scale_shift"])
+    op_calls = [float(getattr(torch.ops.sglang, OPS[0])(torch.zeros(1)))]
+    k.uninstall()
+    op_calls.append(float(getattr(torch.ops.sglang, OPS[0])(torch.zeros(1))))
 
     k.install("norm_infer")  # one task (a bare name): only its entry points move
     one_task = sorted(f"{m}:{f}" for _, m, f in entries if state(m, f) == "kernel")
@@ -217,7 +240,8 @@ CHECK_SCRIPT = textwrap.dedent('''
     print(json.dumps({"first": sorted(first), "again": again, "after_install": after_install,
                       "installed": installed, "after_uninstall": after_uninstall, "one_task": one_task,
                       "late": [late_installed, late_restored], "unknown": unknown, "partial_error": partial_error,
-                      "partial": [partial_state, state(*norm)], "kda_loaded": "kda" in sys.modules}))
+                      "partial": [partial_state, state(*norm)], "kda_loaded": "kda" in sys.modules,
+                      "ops": ops, "ops_cuda": [ops_before, ops_installed, ops_after], "op_calls": op_calls}))
 ''')
 
 
@@ -244,7 +268,11 @@ def test_wheel_installs_in_a_fresh_virtualenv_and_patches_sglang(built, tmp_path
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     entries = [e for es in tasks.values() for e in es]
     patched = {e.replace(":", ".") for e in entries} | {f"sglang.fake_model_layer.{e.split(':')[1]}" for e in entries}
-    assert set(got["first"]) == patched and len(got["first"]) == 2 * len(entries) == 28
+    patched |= {f"sglang::{op} (CUDA)" for op in OPS}  # each op's CUDA kernel too
+    assert set(got["first"]) == patched and len(got["first"]) == 2 * len(entries) + len(OPS) == 30
+    assert got["ops"] == [f"sglang::{op}" for op in OPS]
+    assert got["ops_cuda"] == [[False, False], [True, True], [False, False]]  # registered, then gone again
+    assert got["op_calls"] == [7.0, 1.0]  # torch.ops.sglang reaches the kernel, then upstream's again
     assert got["again"] == []  # a second install() changes nothing
     assert got["after_install"] == {e: "kernel" for e in entries}
     assert got["installed"] == list(tasks)
