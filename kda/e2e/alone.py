@@ -7,8 +7,8 @@ with BASELINE_SLOWED (the baseline timed again in a worker that never imported t
 backstop for the blocks.
 
 After the run, the peer arms (and `eager`, so the samples alternate arms as beside the candidate) are timed again
-in a child process: `python -m kda.e2e.alone BLOCK ...`, the same timing code with no candidate arm, so nothing of a
-candidate is ever imported there. Per workload and peer arm, two comparisons:
+in a child process: `python -m kda.e2e.alone_child BLOCK ...`, the same timing code with no candidate arm, so
+nothing of a candidate is ever imported there. Per workload and peer arm, two comparisons:
 
 - calls: the number of kernel launches of each task's sites in one profiled block call (the inventory's site
   windows), beside the candidate and alone. Exact: work added at a site (a site run twice, an extra kernel) shows
@@ -22,7 +22,6 @@ figures; one the child could not time has them withheld too. The samples stay in
 """
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -48,7 +47,7 @@ def needed(arms: list[str]) -> list[str]:
 
 
 def command(block: str, arms: list[str], trials: int, out: Path) -> list[str]:
-    return [sys.executable, "-m", "kda.e2e.alone", block, "--arms", ",".join(arms), "--trials", str(trials),
+    return [sys.executable, "-m", "kda.e2e.alone_child", block, "--arms", ",".join(arms), "--trials", str(trials),
             "--out", str(out)]
 
 
@@ -129,26 +128,3 @@ def judge_rows(rows: list[dict], alone_rows: dict[str, dict] | None, arms: list[
             row["speedup_withheld"] = row.pop("speedup")
             row["speedup"] = {}
             row["error"] = "peers alone: " + "; ".join(problems)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The child: time the given arms of the block (no candidate among them) into --out."""
-    from kda.e2e.block import load_block
-    from kda.e2e import timing
-
-    ap = argparse.ArgumentParser(prog="python -m kda.e2e.alone", description=__doc__.splitlines()[0])
-    ap.add_argument("block")
-    ap.add_argument("--arms", required=True, help="comma-separated: peers and eager, never a candidate")
-    ap.add_argument("--trials", type=int, required=True)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
-    arms = args.arms.split(",")
-    bad = [a for a in arms if a == "candidate" or a.startswith("only-")]
-    if bad:
-        raise SystemExit(f"kda.e2e.alone: {', '.join(bad)} would import a candidate; the peers run alone here")
-    timing.bench(load_block(args.block), arms, trials=args.trials, out=Path(args.out), predict=False)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

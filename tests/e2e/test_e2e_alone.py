@@ -10,12 +10,14 @@ def test_the_peers_run_alone_only_where_a_candidate_ran_beside_them():
     assert alone.needed(["upstream", "latest", "only-norm_infer"]) == ["upstream", "latest"]
     assert alone.needed(["upstream", "eager"]) == [] and alone.needed(["candidate", "eager"]) == []
     cmd = alone.command("wan", ["upstream", "eager"], 5, "/tmp/x")
-    assert cmd[1:] == ["-m", "kda.e2e.alone", "wan", "--arms", "upstream,eager", "--trials", "5", "--out", "/tmp/x"]
+    assert cmd[1:] == ["-m", "kda.e2e.alone_child", "wan", "--arms", "upstream,eager", "--trials", "5", "--out", "/tmp/x"]
 
 
 def test_the_child_refuses_a_candidate_arm():
+    from kda.e2e import alone_child
+
     with pytest.raises(SystemExit, match="would import a candidate"):
-        alone.main(["wan", "--arms", "upstream,candidate", "--trials", "1", "--out", "/tmp/never"])
+        alone_child.main(["wan", "--arms", "upstream,candidate", "--trials", "1", "--out", "/tmp/never"])
 
 
 def _row(rid, graph, eager, calls=None, speedup=True):

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: 
 from e2e_cpu_support import CpuStandIn  # noqa: E402
 
 from kda.definition import eager_chains  # noqa: E402
-from kda.e2e import alone, block as blocks, check, kernels, timing  # noqa: E402
+from kda.e2e import alone_child, block as blocks, check, kernels, timing  # noqa: E402
 from kda.e2e.kernels import KernelSet  # noqa: E402
 
 
@@ -33,12 +33,12 @@ def main(argv: list[str]) -> int:
         b.workloads = lambda: [blocks.Workload(w.id, dims, w.rows)]
         return b
 
-    blocks.load_block = at_cpu_sizes
-    return alone.main(argv)
+    alone_child.load_block = at_cpu_sizes  # the name the child calls (bound at its import)
+    return alone_child.main(argv)
 
 
 def command(block: str, arms: list[str], trials: int, out: Path) -> list[str]:
-    """The parent's `alone_cmd`: this script in place of `python -m kda.e2e.alone`."""
+    """The parent's `alone_cmd`: this script in place of `python -m kda.e2e.alone_child`."""
     return [sys.executable, str(Path(__file__).resolve()), block, "--arms", ",".join(arms), "--trials", str(trials),
             "--out", str(out)]
 
