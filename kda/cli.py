@@ -26,16 +26,18 @@ def _has_gpu() -> bool:
 def cmd_vendor(args) -> int:
     from kda.definition.task import Task
     from kda.vendor.fetch import vendor_task, write_baseline_source
+    from kda.vendor.mirror import mirror
 
     for ref in args.tasks or [p.name for p in _all_tasks()]:
         task = Task.load(ref)
         info = vendor_task(task.cfg)
         doc = write_baseline_source(task.cfg, info)
         print(f"{task.name}: {info.package}=={info.version} ({info.wheel}), {len(info.files)} file(s) verified; wrote {doc}")
+        print(f"{task.name}: read-only copy in {mirror(task.path, info).relative_to(task.path)}/")
         if task.cfg["upstream_latest"]["version"]:  # today's release beside it (issue 40), carried the same way
             later = vendor_task(task.cfg, section="upstream_latest")
             print(f"{task.name}: upstream_latest {later.package}=={later.version} ({later.wheel}), "
-                  f"{len(later.files)} file(s) verified")
+                  f"{len(later.files)} file(s) verified; copy in {mirror(task.path, later).relative_to(task.path)}/")
     return 0
 
 
