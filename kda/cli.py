@@ -447,6 +447,10 @@ def cmd_launchers(args) -> int:
     from kda.definition import launchers
     from kda.core.paths import repo_root
 
+    if args.action == "drive":
+        from kda.loop.drive import main as drive
+
+        return drive(args.worktree, args.agent[1:] if args.agent[:1] == ["--"] else args.agent)
     if args.action == "prepare":
         from kda.loop.agentrun import prepare_from_args
 
@@ -874,6 +878,11 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("model", "effort", "permission-mode", "gpu"):
         q.add_argument(f"--{name}", default="")
     q.add_argument("--hook-timeout", type=int, default=7200)
+    q.set_defaults(fn=cmd_launchers)
+    q = lsub.add_parser("drive", help="(called by lib/launch.sh for KDA_AGENT_CMD) run an agent without a Stop hook "
+                        "under the review loop: the gate when it exits, restarted with the findings while it fails")
+    q.add_argument("--worktree", required=True)
+    q.add_argument("agent", nargs=argparse.REMAINDER, help="-- then the agent command")
     q.set_defaults(fn=cmd_launchers)
 
     p = sub.add_parser("render", help="generate each task's config.toml, prompt.md, README.md, baseline/README.md from its "

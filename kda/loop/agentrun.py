@@ -217,7 +217,9 @@ How to run them yourself:
 
 When you stop, the Stop hook (`kda hook stop`, in `.claude/settings.json`) runs the gate. While a gate fails and
 rounds remain, your stop is blocked and the findings come back as your next instruction; when the gates pass, or
-after {{ gates.max_rounds }} rounds, the stop goes through. Each round is a ledger entry. Promotion is a separate,
+after {{ gates.max_rounds }} rounds, the stop goes through. Each round is a ledger entry. An agent without a Stop
+hook is run by `kda launchers drive`: the gate runs when it exits, and while it fails the agent starts again with
+the findings in `.kda/FINDINGS.md` (its path in KDA_FINDINGS): if that file exists, act on it first. Promotion is a separate,
 human-reviewed step (`kda promote`), never part of this run.
 """
 

@@ -16,7 +16,9 @@
 #   KDA_RUN_ID           fixed run id YYYYmmddTHHMMSSZ-xxxx (default: UTC now + 4 random hex digits)
 #   KDA_SKIP_VENDOR=1    do not run `kda vendor` in the worktree (tests, offline machines)
 #   KDA_NO_CLAUDE=1      prepare everything, print the worktree, branches and agent command, and stop
-#   KDA_AGENT_CMD        run this shell command instead of claude; it gets the brief path as $1 and in KDA_BRIEF
+#   KDA_AGENT_CMD        run this shell command instead of claude; it gets the brief path as $1 and in KDA_BRIEF.
+#                        It runs under `kda launchers drive`: when it exits, the gate runs (as Claude Code's Stop
+#                        hook would), and while the gate fails it starts again with the findings in KDA_FINDINGS
 #   KDA_MODEL            claude --model (default opus)
 #   KDA_EFFORT           claude --effort (default: not passed)
 #   KDA_PERMISSION_MODE  claude --permission-mode (default bypassPermissions)
@@ -95,7 +97,9 @@ perm="${KDA_PERMISSION_MODE:-bypassPermissions}"
 prompt="Read .kda/BRIEF.md in this folder and carry out the task it describes, under its rules and gates."
 if [[ -n ${KDA_AGENT_CMD:-} ]]; then
   agent_kind=custom
-  agent=(bash -c "$KDA_AGENT_CMD" kda-agent "$worktree/.kda/BRIEF.md" "$@")
+  # no Stop hook of its own (codex exec, any command): the driver runs the gate when it exits (kda/loop/drive.py)
+  agent=("$kda_bin" launchers drive --worktree "$worktree" -- bash -c "$KDA_AGENT_CMD" kda-agent
+         "$worktree/.kda/BRIEF.md" "$@")
 else
   agent_kind=claude
   agent=("${KDA_CLAUDE_BIN:-claude}" --model "$model" --permission-mode "$perm")
