@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kda.core.errors import KdaError
-from kda.core.gitutil import git
+from kda.core.gitutil import git, ok
 from kda.core.schema import Field, ListOf, one_of, positive, validate
 from kda.evidence.ledger import now_utc
 
@@ -36,6 +36,9 @@ ENDED = {
     "time_utc": Field(str),
     "why": Field(str, doc="passed, round limit, blocked: ..., or what ended it"),
     "round": Field(int),
+    "commit": Field((str, NONE), required=False,
+                    doc="the end-of-run commit of what the task folder held uncommitted (None: nothing to commit)"),
+    "commit_error": Field(str, required=False, doc="why that commit could not be made"),
 }
 
 MANIFEST = {
@@ -138,6 +141,31 @@ def read_rounds_file(path: Path) -> dict:
 
 def save_rounds(worktree: Path, data: dict) -> None:
     _write_json(state_dir(worktree) / "rounds.json", data, ROUNDS)
+
+
+# Who signs the end-of-run commit where the worktree has no git identity configured (a fresh container).
+END_IDENTITY = {"GIT_AUTHOR_NAME": "kda review loop", "GIT_AUTHOR_EMAIL": "kda-review-loop@localhost",
+                "GIT_COMMITTER_NAME": "kda review loop", "GIT_COMMITTER_EMAIL": "kda-review-loop@localhost"}
+
+
+def commit_run_end(worktree: Path, manifest: dict, why: str, round_no: int) -> str | None:
+    """Commit what the run leaves uncommitted in its task folder (the last round's ledger entry, and whatever the
+    agent did not commit in `solution/`, `docs/` and `results/`), so an ended run is a clean worktree that
+    `kda campaign clean` can remove. Changes elsewhere are left for a person (the gate fails them anyway).
+    Returns the commit, or None when there was nothing to commit."""
+    task = manifest["task_path"]
+    scope = [f"{task}/{part}" for part in ("solution", "docs", "results") if (Path(worktree) / task / part).exists()]
+    if not scope:
+        return None
+    git("add", "-A", "--", *scope, cwd=worktree)
+    if ok("diff", "--cached", "--quiet", cwd=worktree):
+        return None
+    message = (f"kda: run {manifest['run_id']} ended at round {round_no} ({why[:200]})\n\n"
+               "The review loop's last ledger entry and the work the agent left uncommitted in the task folder.")
+    identity = {} if git("config", "user.email", cwd=worktree, check=False) else END_IDENTITY
+    with scoped_env(**identity):
+        git("commit", "-q", "-m", message, cwd=worktree)
+    return git("rev-parse", "HEAD", cwd=worktree)
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 while the gate fails. KDA_GATE_CMD stands in for the gate."""
 import json
 
-from agentrun_support import TASK_PATH, launch, make_clone, worktree_of
+from agentrun_support import TASK_PATH, git, launch, make_clone, worktree_of
 from test_hook_loop import FAIL_TWICE, script
 from kda.evidence import ledger
 from kda.loop import agentrun
@@ -51,6 +51,19 @@ def test_an_agent_without_a_stop_hook_is_gated_on_exit_and_restarted_with_the_fi
     assert entries[1]["hypothesis"] == "attempt 2 trims the host path (predicted effect: +2% on small rows)"
     assert entries[2]["change"] == "appended comment 3"
     assert "the gate blocked the stop (round 1)" in p.stderr and "Done with attempt 3." in p.stdout
+    # the run ended clean: the last ledger entry and the agent's uncommitted edits are one commit on its branch
+    ended = agentrun.load_manifest(wt)["ended"]
+    assert ended["commit"] and git(wt, "status", "--porcelain") == ""
+    assert git(wt, "log", "-1", "--format=%s").startswith(f"kda: run {RUN} ended at round 3 (passed)")
+    shown = git(wt, "show", "--stat", "HEAD")
+    assert "docs/ledger.jsonl" in shown and "solution/scale_shift.py" in shown
+    # so `kda campaign clean` removes it instead of refusing a dirty worktree
+    from kda.loop import campaign
+
+    said = []
+    assert campaign.runs(wt.parent.parent / "repo", "fuse_scale_shift")[0].dirty == []
+    assert campaign.clean(tmp_path / "repo", yes=False, echo=said.append) == 0
+    assert any(line.startswith(f"would clean kda/fuse_scale_shift/{RUN} (run ended (passed))") for line in said)
 
 
 def test_an_agent_that_fails_without_a_change_ends_the_run_without_a_gate_round(tmp_path):
