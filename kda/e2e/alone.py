@@ -56,13 +56,28 @@ def run_child(block: str, arms: list[str], trials: int, log: Callable[[str], Non
     """The child's rows by workload id. Raises RuntimeError with the child's last output if it failed."""
     with tempfile.TemporaryDirectory(prefix="kda-alone-") as tmp:
         proc = subprocess.run(cmd(block, arms, trials, Path(tmp)), capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                              timeout=TIMEOUT_S, env=child_env(Path(tmp)))
         for line in proc.stderr.splitlines()[-3:]:
             log(f"  alone: {line}")
         files = results_file.list_files(Path(tmp))
         if proc.returncode != 0 or not files:
             raise RuntimeError(f"the peers alone exited {proc.returncode}: {(proc.stderr or proc.stdout)[-600:]}")
         return {r["id"]: r for r in results_file.read_records(files[0]) if r.get("type") == "row"}
+
+
+# The on-disk caches of compiled kernels the child must not share with the parent: a candidate imported there
+# could have written a slower binary under the key of an upstream kernel (Triton's cache, the tvm-ffi JIT builds
+# of upstream's CUDA sources). The parent would load it for a shape it compiles after the import, and so would a
+# child reading the same cache, so the two would agree on a slowed peer. The child builds its own from the
+# verified sources instead (seconds per Triton kernel, about half a minute for a JIT build).
+FRESH_CACHES = ("TRITON_CACHE_DIR", "TVM_FFI_CACHE_DIR")
+
+
+def child_env(tmp: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for var in FRESH_CACHES:
+        env[var] = str(tmp / "cache" / var.lower())
+    return env
 
 
 def site_calls(inv: dict | None) -> dict[str, int] | None:

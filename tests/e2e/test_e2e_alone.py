@@ -55,3 +55,14 @@ def test_counted_launches_in_one_process_only_are_a_problem_not_a_pass():
     beside, lone = _row("w", [10.0], [20.0], {"t": 1}), _row("w", [10.0], [20.0], None)
     _, problems = alone.compare(beside, lone, ["upstream"])
     assert problems == ["upstream: site launches counted in one process only"]
+
+
+def test_the_child_builds_its_kernels_into_caches_of_its_own(tmp_path, monkeypatch):
+    """A candidate imported in the parent could have written a slower binary under an upstream kernel's key in
+    the shared caches; a child reading them would agree with the parent on a slowed peer."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/shared/triton")
+    monkeypatch.setenv("TVM_FFI_CACHE_DIR", "/shared/tvm-ffi")
+    env = alone.child_env(tmp_path)
+    for var in alone.FRESH_CACHES:
+        assert env[var].startswith(str(tmp_path)) and not env[var].startswith("/shared")
+    assert env["PYTHONUNBUFFERED"] == "1" and env["PATH"] == __import__("os").environ["PATH"]
