@@ -51,6 +51,24 @@ class RunOptions:
     row_timeout_s: float | None = None  # bench.row_timeout_s overridden for this run (--row-timeout)
 
 
+# The on-disk caches of compiled kernels a clean worker must not share with the candidate's: a candidate could
+# have written a slower binary under the key of a baseline kernel (Triton's cache, the tvm-ffi JIT builds of
+# upstream's CUDA sources), which the candidate's worker loads for a row compiled after its import, and a clean
+# worker reading the same caches would agree: BASELINE_SLOWED would miss it (found by the e2e red team,
+# 2026-11-28). The clean worker compiles into folders of its own instead, named beside its log, which the
+# candidate's worker is never told.
+FRESH_CACHES = ("TRITON_CACHE_DIR", "TVM_FFI_CACHE_DIR")
+
+
+def worker_env(opts: "RunOptions", log_name: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(repo_root()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    if opts.clean:
+        for var in FRESH_CACHES:
+            env[var] = f"{log_name}.{var.lower()}"
+    return env
+
+
 class Worker:
     """One worker subprocess and its private pipes.
 
@@ -63,8 +81,7 @@ class Worker:
         self.log = tempfile.NamedTemporaryFile("w+", prefix="kda-worker-", suffix=".log", delete=False)
         res_r, res_w = os.pipe()
         argv = [sys.executable]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(repo_root()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env = worker_env(opts, self.log.name)
         if opts.device == "cpu":
             # Triton's interpreter runs the kernels on the CPU. Upstream wrappers assert `x.is_cuda`; -O drops
             # Python asserts (and only those) so the rest of the upstream code runs unchanged.
@@ -164,6 +181,8 @@ class Worker:
             pass
         # The log's tail already went into any CRASH record that needed it.
         Path(self.log.name).unlink(missing_ok=True)
+        for var in FRESH_CACHES:  # a clean worker's own kernel caches (worker_env)
+            shutil.rmtree(f"{self.log.name}.{var.lower()}", ignore_errors=True)
         if self.outputs_dir is not None:
             shutil.rmtree(self.outputs_dir, ignore_errors=True)
 

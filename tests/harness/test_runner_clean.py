@@ -78,3 +78,16 @@ def test_todays_release_slowed_beside_the_candidate_fails_the_row_as_peer_slowed
     honest = _raw()  # no latest arm beside the candidate (a task pinning none): nothing compared
     runner._time_alone(clean, worker, "row", honest, B)
     assert "clean_latest" not in honest
+
+
+def test_only_the_clean_worker_compiles_into_caches_of_its_own(monkeypatch):
+    """A binary a candidate planted under a baseline kernel's key in the shared caches would slow the baseline in
+    both workers alike; the clean worker builds its own, in folders the candidate's worker is never told."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/shared/triton")
+    monkeypatch.setenv("TVM_FFI_CACHE_DIR", "/shared/tvm-ffi")
+    clean = runner.worker_env(runner.RunOptions(mode="bench", device="cpu", clean=True), "/tmp/kda-worker-x.log")
+    beside = runner.worker_env(runner.RunOptions(mode="bench", device="cpu"), "/tmp/kda-worker-y.log")
+    assert {clean[v] for v in runner.FRESH_CACHES} == {"/tmp/kda-worker-x.log.triton_cache_dir",
+                                                       "/tmp/kda-worker-x.log.tvm_ffi_cache_dir"}
+    assert beside["TRITON_CACHE_DIR"] == "/shared/triton" and beside["TVM_FFI_CACHE_DIR"] == "/shared/tvm-ffi"
+    assert str(runner.repo_root()) in clean["PYTHONPATH"].split(":")
