@@ -23,6 +23,7 @@ figures; one the child could not time has them withheld too. The samples stay in
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,11 +89,7 @@ def site_calls(inv: dict | None) -> dict[str, int] | None:
 
 
 def _median(xs: list[float]) -> float | None:
-    xs = sorted(xs)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return statistics.median(xs) if xs else None
 
 
 def compare(beside: dict, alone: dict | None, arms: list[str]) -> tuple[dict, list[str]]:
