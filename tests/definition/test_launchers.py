@@ -199,10 +199,14 @@ def test_execs_claude_with_model_effort_permission_flags(clone, tmp_path):
 
 def test_agent_cmd_gets_the_brief(clone, tmp_path):
     out = tmp_path / "agent.txt"
-    p = launch(clone, tmp_path, KDA_RUN_ID=RUN, KDA_AGENT_CMD=f'echo "$1|$KDA_BRIEF|$PWD" > {out}')
+    # the agent exits without a Stop hook, so the driver gates it on exit (kda/loop/drive.py): a stand-in gate
+    # that passes, as the CPU gate itself takes minutes and this test is about the brief
+    p = launch(clone, tmp_path, KDA_RUN_ID=RUN, KDA_AGENT_CMD=f'echo "$1|$KDA_BRIEF|$PWD" > {out}',
+               KDA_GATE_CMD="true")
     assert p.returncode == 0, p.stderr
     wt = worktree_of(tmp_path, RUN)
     brief = wt / ".kda" / "BRIEF.md"
     assert out.read_text().strip() == f"{brief}|{brief}|{wt}"
     m = agentrun.load_manifest(wt)
     assert m["agent"]["kind"] == "custom" and m["agent"]["model"] is None and "echo" in m["agent"]["command"]
+    assert m["ended"]["why"] == "passed" and agentrun.load_rounds(wt)["rounds"] == 1  # one gate round, on exit
