@@ -425,7 +425,7 @@ def predicted(row: dict, slug: str) -> dict | None:
         sites.setdefault(f"task:{task}", (task, ""))
     speeds = inventory.task_speedups(sites, lambda t, r: _task_row_speedup(t, r, slug), lambda t: _task_geomean(t, slug))
     return {"task_speedups": speeds, "task_share": {t: us / inv["total_us"] for t, us in inv["tasks"].items()},
-            "graph_us": inventory.amdahl(inv["total_us"], inv["tasks"], speeds)}
+            "graph_us": inventory.prediction(inv, speeds)}
 
 
 def _task_results(task: str, slug: str) -> tuple[list[dict], dict] | None:

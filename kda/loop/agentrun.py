@@ -168,6 +168,17 @@ def commit_run_end(worktree: Path, manifest: dict, why: str, round_no: int) -> s
     return git("rev-parse", "HEAD", cwd=worktree)
 
 
+def ended(worktree: Path, manifest: dict, why: str, round_no: int) -> dict:
+    """The manifest's `ended` record of a run that ends now, with its end-of-run commit (commit_run_end) or why
+    that commit could not be made: the hook and the driver end runs alike."""
+    record = {"time_utc": now_utc(), "why": why, "round": round_no}
+    try:
+        record["commit"] = commit_run_end(worktree, manifest, why, round_no)
+    except KdaError as e:
+        record["commit_error"] = str(e)[:500]
+    return record
+
+
 @contextmanager
 def scoped_env(**values: str):
     """Set environment variables for the duration of a block (the hook and promote point KDA_ROOT elsewhere, and

@@ -24,8 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kda.core.errors import KdaError
-from kda.evidence import ledger
 from kda.loop import agentrun, hook
 
 FINDINGS = "FINDINGS.md"
@@ -67,11 +65,7 @@ def _run_agent(argv: list[str], wt: Path, env: dict) -> tuple[int, str]:
 
 def _end(wt: Path, why: str, round_no: int) -> None:
     manifest = agentrun.load_manifest(wt)
-    manifest["ended"] = {"time_utc": ledger.now_utc(), "why": why, "round": round_no}
-    try:  # as the hook does at a run's end: what the agent left in the task folder, committed
-        manifest["ended"]["commit"] = agentrun.commit_run_end(wt, manifest, why, round_no)
-    except KdaError as e:
-        manifest["ended"]["commit_error"] = str(e)[:500]
+    manifest["ended"] = agentrun.ended(wt, manifest, why, round_no)  # as the hook ends a run, commit included
     agentrun.save_manifest(wt, manifest)
     print(f"kda drive: {why}", file=sys.stderr)
 

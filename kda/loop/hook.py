@@ -186,13 +186,8 @@ def _round(wt: Path, data: dict) -> tuple[str, int]:
         outcome, why = "allow", "blocked: " + gate["why"][:400]
     state["history"].append(hist(round_no, status, outcome, why, ledger_id, review))
     agentrun.save_rounds(wt, state)
-    manifest["ended"] = (None if outcome == "block" else
-                         {"time_utc": ledger.now_utc(), "why": why, "round": round_no})
-    if outcome == "allow":  # the run ends: its last ledger entry and loose work committed, the worktree clean
-        try:
-            manifest["ended"]["commit"] = agentrun.commit_run_end(wt, manifest, why, round_no)
-        except KdaError as e:
-            manifest["ended"]["commit_error"] = str(e)[:500]
+    # a run that ends commits its last ledger entry and loose work, so its worktree is clean
+    manifest["ended"] = None if outcome == "block" else agentrun.ended(wt, manifest, why, round_no)
     agentrun.save_manifest(wt, manifest)
     if outcome == "allow":
         return _allow(f"round {round_no}: {why}")
