@@ -1,4 +1,4 @@
-"""Candidate v10 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
+"""Candidate v11 for cutedsl_norm_scale_shift: one Triton kernel for both entry points.
 
 A token row of D values is held in registers as K chunks of C lanes (C a power of two, K <= 5; D = 5120 is five
 1024-lane chunks, 3072 three, 1536 three of 512): no padding to the next power of two, where v2 wasted 37.5% of its
@@ -17,6 +17,9 @@ bf16/fp16 rows take the LayerNorm statistics in one block reduction of (sum, sum
 row's first value (a shift that keeps the one-pass variance accurate when the mean is large against the spread): one
 cross-warp reduction per row instead of v2's three. fp32 rows keep two passes from registers, the mean first and the
 centred variance second, as upstream and the oracle do. 1/sqrt is rsqrt (rsqrt.approx, as upstream's cute.rsqrt).
+v11: fp32 rows (PRECISE) hold v = residual + gate * x in fp64 and keep the mean, the centred values and the variance
+in fp64 (1/sqrt in fp64, rounded once); only residual_out and the centred value are rounded to fp32. The 16-bit rows'
+code is unchanged (the same PTX for every bf16/fp16 row's launch).
 Unlike upstream, r and the normalised value are not rounded to x's dtype
 before the modulation: only the stored outputs are rounded.
 
@@ -146,16 +149,30 @@ def _mod(ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr, KIND: t
 
 @triton.jit
 def _row_in(xo, ro, go, oo, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr):
+            HAS_RES: tl.constexpr, G_KIND: tl.constexpr, STREAM: tl.constexpr, LATE: tl.constexpr,
+            PRECISE: tl.constexpr):
     """Chunk j of v = residual + gate * x (written to residual_out here unless LATE) or of v = x. x and residual are
-    loaded with the L2 priority evict_last (v10, `_V10` says why)."""
+    loaded with the L2 priority evict_last (v10, `_V10` says why). PRECISE (fp32 rows): v in fp64, where
+    gate * x is exact and the sum is r to about 1e-16; only the stored residual_out is rounded to fp32 (v11)."""
     v = _ld(xo, j, D, C, MASKED, STREAM, "evict_last")
+    if PRECISE:
+        v = v.to(tl.float64)
     if HAS_RES:
         if G_KIND != 0:
-            v = v * _mod(go, j, D, C, MASKED, G_KIND, False)
-        v = v + _ld(ro, j, D, C, MASKED, STREAM, "evict_last")
+            g = _mod(go, j, D, C, MASKED, G_KIND, False)
+            if PRECISE:
+                g = g.to(tl.float64)
+            v = v * g
+        r = _ld(ro, j, D, C, MASKED, STREAM, "evict_last")
+        if PRECISE:
+            r = r.to(tl.float64)
+        v = v + r
         if not LATE:
-            _st(oo, v, j, D, C, MASKED)
+            if PRECISE:
+                # fp64 -> fp32 first: a 16-bit residual_out (fp32 residual, 16-bit x) takes fp32's rounding path.
+                _st(oo, v.to(tl.float32), j, D, C, MASKED)
+            else:
+                _st(oo, v, j, D, C, MASKED)
     return v
 
 
@@ -198,11 +215,21 @@ def _wb(w_ptr, b_ptr, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
 
 @triton.jit
 def _row_out(yo, oo, v, mean, rstd, w, b, a, sh, j: tl.constexpr, D, C: tl.constexpr, MASKED: tl.constexpr,
-             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr):
-    """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store)."""
+             IS_LN: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RES_OUT: tl.constexpr,
+             PRECISE: tl.constexpr):
+    """Chunk j of y (and of residual_out when RES_OUT: the residual form's LATE store). PRECISE: v and mean are
+    fp64; the centred value is rounded to fp32 once, then the same fp32 arithmetic as the 16-bit rows."""
     if RES_OUT:
-        _st(oo, v, j, D, C, MASKED)
-    if IS_LN:
+        if PRECISE:
+            _st(oo, v.to(tl.float32), j, D, C, MASKED)
+        else:
+            _st(oo, v, j, D, C, MASKED)
+    if PRECISE:
+        if IS_LN:
+            n = (v - mean).to(tl.float32) * rstd
+        else:
+            n = v.to(tl.float32) * rstd
+    elif IS_LN:
         n = (v - mean) * rstd
     else:
         n = v * rstd
@@ -259,15 +286,15 @@ def _nss_kernel(
             if SH_KIND == 3:
                 sho = sh_ptr + bi * shb + (si // shf) * shs
 
-            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE)
+            v0 = _row_in(xo, ro, go, oo, 0, D, C, M0, HAS_RES, G_KIND, STREAM, LATE, PRECISE)
             if K > 1:
-                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE)
+                v1 = _row_in(xo, ro, go, oo, 1, D, C, M1, HAS_RES, G_KIND, STREAM, LATE, PRECISE)
             if K > 2:
-                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE)
+                v2 = _row_in(xo, ro, go, oo, 2, D, C, M2, HAS_RES, G_KIND, STREAM, LATE, PRECISE)
             if K > 3:
-                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE)
+                v3 = _row_in(xo, ro, go, oo, 3, D, C, M3, HAS_RES, G_KIND, STREAM, LATE, PRECISE)
             if K > 4:
-                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE)
+                v4 = _row_in(xo, ro, go, oo, 4, D, C, M4, HAS_RES, G_KIND, STREAM, LATE, PRECISE)
             if EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
                 if K > 1:
@@ -286,34 +313,35 @@ def _nss_kernel(
 
             mean = 0.0
             if IS_LN and PRECISE:
-                # fp32 rows (judged at 1e-5 against an fp64 oracle): sums taken in fp64 and rounded once land on the
-                # exact statistics; v2's fp32 sums were a second, independent error. The squares are rounded to
-                # fp32 first.
-                t = v0.to(tl.float64)
+                # fp32 rows (judged at 1e-5 against an fp64 oracle): v (the unrounded r), the mean, the centred
+                # values and the variance all in fp64 (v11). v10 rounded r and the mean to fp32: on a row of mean
+                # 32 each is off by up to half an ulp of 32 (1.9e-6), and y near 0 under a 1 + scale of 4 took
+                # both, 1.0x the tolerance (reg_srn_fp32_offset_residual_b1_s8_d3072, ledger L0041).
+                t = v0
                 if K > 1:
-                    t += v1.to(tl.float64)
+                    t += v1
                 if K > 2:
-                    t += v2.to(tl.float64)
+                    t += v2
                 if K > 3:
-                    t += v3.to(tl.float64)
+                    t += v3
                 if K > 4:
-                    t += v4.to(tl.float64)
-                mean = (tl.sum(t, axis=0) / D).to(tl.float32)
+                    t += v4
+                mean = tl.sum(t, axis=0) / D
                 c = _zero_tail(v0 - mean, 0, D, C, M0)
-                q = (c * c).to(tl.float64)
+                q = c * c
                 if K > 1:
                     c = _zero_tail(v1 - mean, 1, D, C, M1)
-                    q += (c * c).to(tl.float64)
+                    q += c * c
                 if K > 2:
                     c = _zero_tail(v2 - mean, 2, D, C, M2)
-                    q += (c * c).to(tl.float64)
+                    q += c * c
                 if K > 3:
                     c = _zero_tail(v3 - mean, 3, D, C, M3)
-                    q += (c * c).to(tl.float64)
+                    q += c * c
                 if K > 4:
                     c = _zero_tail(v4 - mean, 4, D, C, M4)
-                    q += (c * c).to(tl.float64)
-                var = (tl.sum(q, axis=0) / D).to(tl.float32)
+                    q += c * c
+                var = tl.sum(q, axis=0) / D
             elif IS_LN:
                 # One reduction of (sum, sum of squares) of v - k, k = the row's first value (recomputed from
                 # scalar loads the same way): shifting by a value of the row keeps the one-pass variance exact
@@ -347,16 +375,16 @@ def _nss_kernel(
                 mean = k + d
                 var = tl.maximum(q / D - d * d, 0.0)
             elif PRECISE:
-                q = (v0 * v0).to(tl.float64)
+                q = v0 * v0
                 if K > 1:
-                    q += (v1 * v1).to(tl.float64)
+                    q += v1 * v1
                 if K > 2:
-                    q += (v2 * v2).to(tl.float64)
+                    q += v2 * v2
                 if K > 3:
-                    q += (v3 * v3).to(tl.float64)
+                    q += v3 * v3
                 if K > 4:
-                    q += (v4 * v4).to(tl.float64)
-                var = (tl.sum(q, axis=0) / D).to(tl.float32)
+                    q += v4 * v4
+                var = tl.sum(q, axis=0) / D
             else:
                 q = v0 * v0
                 if K > 1:
@@ -368,7 +396,11 @@ def _nss_kernel(
                 if K > 4:
                     q += v4 * v4
                 var = tl.sum(q, axis=0) / D
-            rstd = tl.math.rsqrt(var + eps)
+            if PRECISE:
+                # fp64 1 / sqrt (IEEE-rounded, once a row), rounded to fp32 once.
+                rstd = (1.0 / tl.sqrt(var + eps)).to(tl.float32)
+            else:
+                rstd = tl.math.rsqrt(var + eps)
 
             if not PREFETCH:
                 a0, h0, a1, h1, a2, h2, a3, h3, a4, h4 = _row_mods(sco, sho, D, C, K, M0, M1, M2, M3, M4, SC_KIND,
@@ -376,27 +408,27 @@ def _nss_kernel(
             if not EARLY_WB:
                 w0, b0 = _wb(w_ptr, b_ptr, 0, D, C, M0, HAS_W, HAS_B)
             _row_out(yo, oo, v0, mean, rstd, w0, b0, a0, h0, 0, D, C, M0, IS_LN, HAS_W, HAS_B,
-                     HAS_RES and LATE)
+                     HAS_RES and LATE, PRECISE)
             if K > 1:
                 if not EARLY_WB:
                     w1, b1 = _wb(w_ptr, b_ptr, 1, D, C, M1, HAS_W, HAS_B)
                 _row_out(yo, oo, v1, mean, rstd, w1, b1, a1, h1, 1, D, C, M1, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, PRECISE)
             if K > 2:
                 if not EARLY_WB:
                     w2, b2 = _wb(w_ptr, b_ptr, 2, D, C, M2, HAS_W, HAS_B)
                 _row_out(yo, oo, v2, mean, rstd, w2, b2, a2, h2, 2, D, C, M2, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, PRECISE)
             if K > 3:
                 if not EARLY_WB:
                     w3, b3 = _wb(w_ptr, b_ptr, 3, D, C, M3, HAS_W, HAS_B)
                 _row_out(yo, oo, v3, mean, rstd, w3, b3, a3, h3, 3, D, C, M3, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, PRECISE)
             if K > 4:
                 if not EARLY_WB:
                     w4, b4 = _wb(w_ptr, b_ptr, 4, D, C, M4, HAS_W, HAS_B)
                 _row_out(yo, oo, v4, mean, rstd, w4, b4, a4, h4, 4, D, C, M4, IS_LN, HAS_W, HAS_B,
-                         HAS_RES and LATE)
+                         HAS_RES and LATE, PRECISE)
 
 
 _launch = LaunchCache(_nss_kernel)
@@ -534,7 +566,7 @@ def _plan(x, residual, gate, weight, bias, scale, shift, norm_type, out, residua
     # Upstream's LayerNorm applies its affine only when both weight and bias are given; its RMS path has no bias.
     has_w = weight is not None and (bias is not None or not is_ln)
     has_b = is_ln and weight is not None and bias is not None
-    # fp32 rows are judged at 1e-5: they take the two-pass statistics with fp64 sums.
+    # fp32 rows are judged at 1e-5: they hold the row in fp64 and take the two-pass statistics in fp64 (v11).
     precise = x.dtype == torch.float32 or (has_res and residual.dtype == torch.float32)
     C, K, rows, warps, prefetch = _layout(D, M, has_res, g[3], sc[3], sh[3])
     late = _RES_OUT_LATE and has_res and not _padded_res(M, g[3], D)
