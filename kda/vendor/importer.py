@@ -62,6 +62,12 @@ class GuardedUpstreamFinder(importlib.abc.MetaPathFinder):
             parts = name.split(".")
             self.packages.update(".".join(parts[:i]) for i in range(1, len(parts)))
 
+    def search_path(self, name: str, source: Path) -> list | None:
+        """A package's search path (empty: its submodules still come from this finder), None for a plain module. A
+        shim or file with modules below it is a package too: 0.5.23's fuse_scale_shift shims `sglang.srt.utils` and
+        norm_infer shims `sglang.srt.utils.custom_op`, and a HunyuanVideo block loads both."""
+        return [] if _is_package(source) or name in self.packages else None
+
     def find_spec(self, fullname, path=None, target=None):
         if fullname != self.top and not fullname.startswith(self.top + "."):
             return None
@@ -70,7 +76,7 @@ class GuardedUpstreamFinder(importlib.abc.MetaPathFinder):
             self.loaded.append(fullname)
             # a package's __init__ gets a (empty) search path: its submodules still come from this finder
             return importlib.util.spec_from_file_location(
-                fullname, source, submodule_search_locations=[] if _is_package(source) else None)
+                fullname, source, submodule_search_locations=self.search_path(fullname, source))
         if fullname in self.packages:
             return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
         raise ImportError(
@@ -90,6 +96,25 @@ def _is_package(source: Path) -> bool:
     return Path(source).name == "__init__.py"
 
 
+def _settle(finder, names, key: Callable[[str], str]) -> None:
+    """After a second task extended a finder, fix what the first task's imports already put in sys.modules: a module
+    imported as an empty parent package that the new task vendors or shims gets that source run into it (the modules
+    that imported it hold that object), and a plain module that now has modules below it becomes a package."""
+    for name in names:
+        parts = name.split(".")
+        for parent in (".".join(parts[:i]) for i in range(1, len(parts))):
+            mod = sys.modules.get(key(parent))
+            if mod is not None and not hasattr(mod, "__path__"):
+                mod.__path__ = []
+                if mod.__spec__ is not None:
+                    mod.__spec__.submodule_search_locations = []
+        mod = sys.modules.get(key(name))
+        if mod is not None and isinstance(getattr(mod.__spec__, "loader", None), _EmptyPackage):
+            spec = finder.find_spec(key(name))
+            mod.__spec__, mod.__loader__, mod.__file__ = spec, spec.loader, spec.origin
+            spec.loader.exec_module(mod)
+
+
 def install_finder(top: str, root: Path, wheel_paths: list[str], shims: list[str]) -> GuardedUpstreamFinder:
     for existing in list(sys.modules):
         if existing == top or existing.startswith(top + "."):
@@ -103,6 +128,7 @@ def install_finder(top: str, root: Path, wheel_paths: list[str], shims: list[str
     for f in sys.meta_path:
         if isinstance(f, GuardedUpstreamFinder) and f.top == top:
             f.extend(files, shim_files)  # another task of the same process (kda e2e): one finder answers for both
+            _settle(f, (*files, *shim_files), lambda name: name)
             return f
     finder = GuardedUpstreamFinder(top, files, shim_files)
     sys.meta_path.insert(0, finder)
@@ -225,7 +251,7 @@ class AliasedUpstreamFinder(importlib.abc.MetaPathFinder):
             self.loaded.append(fullname)
             return importlib.util.spec_from_file_location(
                 fullname, source, loader=_AliasLoader(fullname, source, self.top, self.alias),
-                submodule_search_locations=[] if _is_package(source) else None)
+                submodule_search_locations=self.inner.search_path(name, source))
         if name in self.inner.packages:
             return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
         raise ImportError(f"vendored upstream code of {self.alias} imported {name!r}, which is neither a vendored "
@@ -243,6 +269,7 @@ def install_alias_finder(top: str, version: str, root: Path, wheel_paths: list[s
             # left the second task's files unknown (the H200 run of 2026-11-28: cutedsl_norm_scale_shift's 0.5.23
             # kernel failed to import beside fuse_scale_shift's in every DiT block)
             f.inner.extend(files, shim_files)
+            _settle(f, (*files, *shim_files), lambda name: alias + name[len(top):])
             return f
     finder = AliasedUpstreamFinder(alias, top, files, shim_files)
     sys.meta_path.insert(0, finder)

@@ -224,3 +224,23 @@ def test_the_triton_tasks_baselines_load_side_by_side_in_one_process():
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = proc.stdout.split()
     assert {"fuse_scale_shift_kernel", "norm_infer", "apply_rotary_embedding"} <= set(loaded) and len(loaded) >= 8
+
+
+@pytest.mark.parametrize("order", ["module_first", "submodule_first"])
+def test_one_task_vendors_a_module_another_a_module_below_it(fake_tree, order):
+    """0.5.23's fuse_scale_shift shims `sglang.srt.utils` and norm_infer shims `sglang.srt.utils.custom_op`; the
+    HunyuanVideo blocks load both (the H200 run of 2026-11-28 failed their `latest` arm in either order): the module
+    must also be a package, and an empty parent package the first task imported must get the second task's source,
+    in the very object the first task's modules hold."""
+    top, root, _, _ = fake_tree
+    (root / top / "srt" / "utils").mkdir(parents=True)
+    (root / top / "srt" / "utils.py").write_text("flag = 7\n")
+    (root / top / "srt" / "utils" / "custom_op.py").write_text("def op():\n    return 3\n")
+    mod, sub = f"{top}/srt/utils.py", f"{top}/srt/utils/custom_op.py"
+    first, second = (mod, sub) if order == "module_first" else (sub, mod)
+    f = install_finder(top, root, [first], [])
+    importlib.import_module(module_name(first))
+    held = sys.modules[f"{top}.srt.utils"]
+    assert install_finder(top, root, [second], []) is f
+    assert importlib.import_module(f"{top}.srt.utils.custom_op").op() == 3
+    assert importlib.import_module(f"{top}.srt.utils") is held and held.flag == 7

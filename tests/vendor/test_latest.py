@@ -268,3 +268,30 @@ def test_sglang_0_5_23_cute_norm_loads_beside_0_5_15_each_op_in_its_own_namespac
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ok fused_norm_scale_shift fused_scale_residual_norm_scale_shift" in proc.stdout
     assert "native: True" in proc.stdout
+
+
+LATEST_SIDE_BY_SIDE = textwrap.dedent("""\
+    import sys
+    from kda.harness.worker import _interpreter_autotune, _interpreter_device_module
+    _interpreter_autotune(); _interpreter_device_module()
+    from kda.definition.task import Task
+    from kda.vendor.fetch import vendor_task
+    from kda.vendor.importer import load_latest_entry_points
+    names = []
+    for t in sys.argv[1:]:
+        task = Task.load(t)
+        names += sorted(load_latest_entry_points(task.cfg, vendor_task(task.cfg, section="upstream_latest")))
+    print(" ".join(names))
+    """)
+
+
+@pytest.mark.parametrize("tasks", [("norm_infer", "fuse_scale_shift"), ("fuse_scale_shift", "norm_infer")])
+def test_todays_release_of_two_tasks_loads_in_one_process_in_either_order(tasks):
+    """The HunyuanVideo blocks' `latest` arm (H200, 2026-11-28): fuse_scale_shift's 0.5.23 files want the shim
+    `sglang.srt.utils`, norm_infer's the shim `sglang.srt.utils.custom_op` below it; whichever loaded first, the
+    second failed to import."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(repo_root())}
+    proc = subprocess.run([sys.executable, "-O", "-c", LATEST_SIDE_BY_SIDE, *tasks], cwd=repo_root(), env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert {"fuse_scale_shift_kernel", "norm_infer"} <= set(proc.stdout.split()), proc.stdout
