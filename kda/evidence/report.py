@@ -1016,7 +1016,11 @@ def generate(results: dict[Path, list[ResultsFile]] | None = None,
         raise KdaError(f"{readme}: missing the markers {E2E_START} and {E2E_END} around the end-to-end table")
     head, rest = text.split(E2E_START, 1)
     _, tail = rest.split(E2E_END, 1)
+    from kda.evidence.e2e_targets import table as targets_table
+
+    targets = targets_table(e2e_files())
     texts[readme] = (f"{head}{E2E_START}\n{e2e_table(e2e_files(), link=True)}\n\n"
+                     + (f"**Issue 33's targets**, judged from these files:\n\n{targets}\n\n" if targets else "") +
                      f"**Trajectories** (`kda e2e BLOCK --trajectory`, issue 40):\n\n"
                      f"{trajectory_table(trajectory_files(), link=True)}\n{E2E_END}{tail}")
     for block_dir, paths in e2e_by_block().items():
