@@ -303,6 +303,7 @@ def render_task(root: Path, spec: Spec) -> dict[Path, str]:
                name=spec.name, task_path=task_rel, language_name=LANGUAGE_NAMES[spec.config["task"]["language"]],
                candidate_language_name=LANGUAGE_NAMES[spec.config["task"]["candidate_language"]],
                entries_by_file=_entries_by_file(spec), launcher=_launcher_label(root, task_rel),
+               external=(root / "external" / spec.name).is_dir(),
                generated_files=list(GENERATED), hand_written=list(HAND_WRITTEN))
     out = {}
     for rel, template in GENERATED.items():

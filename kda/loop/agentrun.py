@@ -252,6 +252,12 @@ How to run them yourself:
 - `kda check {{ task_path }} --cpu`: correctness of the rows marked `cpu` through Triton's interpreter (no GPU).
 - `kda bench {{ task_path }}` and `kda bench {{ task_path }} --aa` (noise floor): timings on a GPU.
 
+## Evidence already here
+
+Read it before you change anything; what a row is bound by decides what can help it.
+
+{{ evidence }}
+
 ## The review loop
 
 When you stop, the Stop hook (`kda hook stop`, in `.claude/settings.json`) runs the gate. While a gate fails and
@@ -262,7 +268,8 @@ the findings in `.kda/FINDINGS.md` (its path in KDA_FINDINGS): if that file exis
 human-reviewed step (`kda promote`), never part of this run.
 """
 
-def brief_text(manifest: dict, prompt: str, gates: dict, metric: str) -> str:
+def brief_text(manifest: dict, prompt: str, gates: dict, metric: str, evidence: list[str] | None = None) -> str:
+    """`evidence`: the bullets of kda.loop.evidence.lines for the task (none: the section says nothing is known)."""
     import jinja2
 
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -271,7 +278,8 @@ def brief_text(manifest: dict, prompt: str, gates: dict, metric: str) -> str:
                 "any: before each GPU run pick an idle GPU (`nvidia-smi`: no processes, low utilisation) and "
                 "pin it with CUDA_VISIBLE_DEVICES; check again after the run that nobody else used it.")
     return env.from_string(BRIEF).render(**manifest, prompt=prompt.strip(), gates=gates, metric=metric,
-                                         gpu_text=gpu_text)
+                                         gpu_text=gpu_text,
+                                         evidence="\n".join(evidence or ["- Nothing recorded for this task yet."]))
 
 
 def settings_json(existing: dict | None, hook_command: str, timeout_s: int) -> dict:
@@ -313,7 +321,10 @@ def prepare(worktree: Path, manifest: dict, hook_command: str, hook_timeout_s: i
     if not prompt_path.is_file():
         raise KdaError(f"{prompt_path}: no such file (every task has a prompt.md task card)")
     brief = state / "BRIEF.md"
-    brief.write_text(brief_text(manifest, prompt_path.read_text(), cfg["gates"], cfg["bench"]["metric"]))
+    from kda.loop.evidence import lines as evidence_lines
+
+    evidence = evidence_lines(task_dir, manifest["task_path"], worktree)
+    brief.write_text(brief_text(manifest, prompt_path.read_text(), cfg["gates"], cfg["bench"]["metric"], evidence))
     settings_path = worktree / ".claude" / "settings.json"
     existing = None
     if settings_path.is_file():
