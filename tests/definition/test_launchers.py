@@ -115,8 +115,10 @@ def test_dry_run_creates_branches_worktree_and_run_files(clone, tmp_path):
     assert "| `min_geomean` | 1.0 |" in brief and "| `max_rounds` | 8 |" in brief and "kda gate" in brief
     assert "| `min_graph_peer_row_ci` | 1.0 | no production row whose 95% interval of graph_us" in brief
     assert "CUDA_VISIBLE_DEVICES" in brief
-    # the evidence the task folder holds, counted when the run starts (kda.loop.evidence)
-    assert "## Evidence already here" in brief and f"NO-GO entries in `{TASK_PATH}/docs/ledger.md`" in brief
+    # the evidence the task folder holds, counted when the run starts (kda.loop.evidence); the clone's ledger is
+    # blank, so no NO-GO line
+    assert "## Evidence already here" in brief and f"`kda profile {TASK_PATH} --row ROW --compare` (GPU)" in brief
+    assert "NO-GO entries in" not in brief
     hooks = json.loads((wt / ".claude" / "settings.json").read_text())["hooks"]["Stop"][0]["hooks"]
     assert hooks[0]["type"] == "command" and hooks[0]["command"].endswith("kda hook stop") and hooks[0]["timeout"] == 7200
     # the run files cannot be committed by accident
