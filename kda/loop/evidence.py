@@ -70,3 +70,19 @@ def lines(task_dir: Path, task_path: str, root: Path) -> list[str]:
         out.append(f"- Notes written for this task in `external/{name}/` ({', '.join(notes)}): what the ledger "
                    "taught, and the upstream kernel's history.")
     return out
+
+
+def profile_pointers(task_dir: Path, task_ref: str, row_ids: list[str], gpu: str | None) -> list[str]:
+    """For each row a speed gate named, where its profile is: the committed comparison (this GPU's first), or the
+    command that makes one. The gate adds these to its notes, so a failing round says where to look."""
+    base = task_dir / "docs" / "profile"
+    out = []
+    for rid in dict.fromkeys(row_ids):
+        found = sorted(base.rglob(f"{rid}-compare.md"), key=lambda p: p.parent.name != gpu) if base.is_dir() else []
+        if found:
+            out.append(f"evidence for row {rid}: {found[0].relative_to(task_dir).as_posix()} (Nsight Compute, the "
+                       "candidate beside the baseline, and the bound it hits)")
+        else:
+            out.append(f"evidence for row {rid}: no committed profile; `kda profile {task_ref} --row {rid} --compare` "
+                       "(GPU) names its bound")
+    return out

@@ -15,6 +15,7 @@ could be checked, but a gate could not be evaluated).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,6 +25,7 @@ from kda.evidence.report import graph_peer_losses
 from kda.core.errors import KdaError
 from kda.harness import results_file
 from kda.harness.provenance import DEVICE_US_START
+from kda.loop.evidence import profile_pointers
 
 EXIT = {"PASS": 0, "FAIL": 1, "BLOCKED": 3}
 DECISION = {"PASS": "IMPROVEMENT", "FAIL": "NO-GO", "BLOCKED": "BLOCKED"}
@@ -95,6 +97,11 @@ def _row_findings(rows: list[dict]) -> list[str]:
     return out
 
 
+def _rows_named(findings: list[str]) -> list[str]:
+    """The row ids a speed gate's findings name (`row <id>` in min_row and min_graph_peer_row_ci)."""
+    return [m for f in findings for m in re.findall(r"\brow ([A-Za-z0-9_.\-]+?)(?=[:,\s]|$)", f)]
+
+
 def _fmt_ci(ci) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci and None not in ci else "[no interval]"
 
@@ -155,12 +162,15 @@ def benchmark_findings(summary: dict, rows: list[dict], gates: dict) -> tuple[li
     return findings + f, notes + n
 
 
-def results_file_findings(path: Path, gates: dict) -> tuple[list[str], list[str]]:
+def results_file_findings(path: Path, gates: dict, task=None) -> tuple[list[str], list[str]]:
     """The benchmark gates on a written results file (a bench run's, committed or not): what `kda gate` would find
-    in its numbers. Correctness is the rows' status, gated by _row_findings. (findings, notes)"""
+    in its numbers, with `task` (a kda Task) the pointers to the named rows' profiles too. Correctness is the rows'
+    status, gated by _row_findings. (findings, notes)"""
     recs = results_file.read_records(path)
     rows = [r for r in recs if r.get("type") == "row"]
     findings, notes = benchmark_findings(recs[-1], rows, gates)
+    if task is not None:
+        notes += profile_pointers(task.path, task.name, _rows_named(findings), recs[0].get("gpu_slug"))
     return _row_findings(rows) + findings, notes
 
 
@@ -236,7 +246,7 @@ def run_gate(task, *, device: str = "auto", rows: list[str] | None = None, base:
     if use_gpu:
         f, n = benchmark_findings(summ, out["rows"], gates)
         res.findings += f
-        res.notes += n
+        res.notes += n + profile_pointers(task.path, task.name, _rows_named(f), res.gpu)
     else:
         res.notes.append(f"GPU not reachable (no CUDA device visible): only the CPU correctness gate ran, on the "
                          f"{summ['rows_total']} rows marked cpu; min_geomean, min_row, ci_over_noise and "

@@ -136,6 +136,24 @@ def test_a_row_whose_graph_peer_interval_lies_below_one_fails_by_name(task):
         "wholly below 1.0"], res.findings
 
 
+def test_a_row_the_speed_gates_name_gets_a_pointer_to_its_profile(task):
+    """issue 38: a failing round says where to look. A row with a committed comparison points at it (this GPU's
+    first); one without gets the command that makes one."""
+    out = passing_out()
+    profiled, bare = set_graph_peer(prod_row(out, 0), [0.95, 0.99]), set_graph_peer(prod_row(out, 1), [0.9, 0.98])
+    for slug in ("h100", "h200"):
+        (task.path / "docs" / "profile" / slug).mkdir(parents=True, exist_ok=True)
+        (task.path / "docs" / "profile" / slug / f"{profiled['id']}-compare.md").write_text("x")
+    res = gate.run_gate(task, runner=runner_returning(out), **gpu())
+    assert res.status == "FAIL" and res.gpu == "h200"
+    assert f"evidence for row {profiled['id']}: docs/profile/h200/{profiled['id']}-compare.md (Nsight Compute, the " \
+           "candidate beside the baseline, and the bound it hits)" in res.notes, res.notes
+    assert f"evidence for row {bare['id']}: no committed profile; `kda profile fuse_scale_shift --row {bare['id']} " \
+           "--compare` (GPU) names its bound" in res.notes, res.notes
+    assert gate._rows_named(["min_row: row a.b-c_1 is at 0.9x", "min_graph_peer_row_ci: row x_y: graph_us"]) == \
+        ["a.b-c_1", "x_y"]
+
+
 def test_an_interval_straddling_one_passes(task):
     out = passing_out()
     set_graph_peer(prod_row(out), [0.95, 1.01])
@@ -185,11 +203,11 @@ def test_a_written_results_file_is_gated_as_kda_gate_gates_its_run(task, tmp_pat
     path = tmp_path / "h200.jsonl.gz"
     results_file.write(path, [out["provenance"], *out["rows"], out["summary"]])
     gates = task.cfg["gates"]
-    findings, notes = gate.results_file_findings(path, gates)
+    findings, notes = gate.results_file_findings(path, gates, task)
     assert findings == [f"min_graph_peer_row_ci: row {row['id']}: graph_us 0.935x [0.900, 0.970] over baseline "
                         "(the best peer), wholly below 1.0"]
     res = gate.run_gate(task, runner=runner_returning(out), **gpu())
-    assert (res.findings, res.notes) == (findings, notes)
+    assert (res.findings, res.notes) == (findings, notes) and any(n.startswith("evidence for row") for n in notes)
 
 
 def test_ci_over_noise_skipped_without_aa_file(task):
