@@ -517,7 +517,30 @@ def cmd_campaign(args) -> int:
     if args.action == "status":
         campaign.print_status(repo_root(), _wide_console())
         return 0
+    if args.action == "run":
+        return _campaign_run(args)
     return campaign.clean(repo_root(), yes=args.yes)
+
+
+def _campaign_run(args) -> int:
+    from kda.core.paths import repo_root
+    from kda.loop import campaign_run as cr
+
+    repo = repo_root()
+    if args.resume:
+        if args.tasks:
+            raise KdaError("kda campaign run --resume ID takes no task names (the campaign's own are resumed)")
+        c = cr.resume(repo, args.resume)
+    else:
+        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else cr.visible_gpus()
+        c = cr.plan(repo, args.tasks, gpus, args.agent, args.rounds)
+    console = _wide_console()
+    console.print(f"kda campaign {c.id}: {len(c.slots)} task(s) on GPU(s) {', '.join(c.gpus)}; file "
+                  f"{c.path(repo).relative_to(repo)}; Ctrl-C stops every agent and records each run's end")
+    c = cr.run(repo, c, console=console)
+    console.print(cr.table(c))
+    failed = [s for s in c.slots if s.rc not in (0, None) or s.state != "ended"]
+    return 1 if failed else 0
 
 
 def cmd_shapes(args) -> int:
@@ -930,6 +953,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("campaign", help="agent runs of every task: status, or clean finished worktrees and branches")
     csub = p.add_subparsers(dest="action", required=True)
     q = csub.add_parser("status", help="runs, best result per GPU, promoted version, open worktrees")
+    q.set_defaults(fn=cmd_campaign)
+    q = csub.add_parser("run", help="one agent run per task through its launcher, each on a GPU it holds alone; a "
+                        "queue when tasks outnumber GPUs; a live table; Ctrl-C stops every agent")
+    q.add_argument("tasks", nargs="*", help="task names or folders (each needs a launcher: `kda launchers`)")
+    q.add_argument("--gpus", help="comma-separated GPU indices (default: every GPU nvidia-smi lists)")
+    q.add_argument("--rounds", type=int, help="at most this many gate rounds per run (never more than the task's "
+                   "gates.max_rounds)")
+    q.add_argument("--agent", default="claude", help="claude (default), codex, or a shell command run as the "
+                   "launcher's KDA_AGENT_CMD (the brief's path in $1)")
+    q.add_argument("--resume", metavar="ID", help="start the tasks of campaign ID that never started")
     q.set_defaults(fn=cmd_campaign)
     q = csub.add_parser("clean", help="remove worktrees and branches of merged or ended runs (dry run without --yes)")
     q.add_argument("--yes", action="store_true", help="do it")

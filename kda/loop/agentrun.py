@@ -306,6 +306,18 @@ def add_excludes(worktree: Path) -> Path:
     return path
 
 
+def max_rounds(cfg) -> int:
+    """The run's round budget: the task's `gates.max_rounds`, or fewer where KDA_MAX_ROUNDS asks (`kda campaign run
+    --rounds N`); never more, since the gate's own budget finding reads the config."""
+    budget = cfg["gates"]["max_rounds"]
+    asked = os.environ.get("KDA_MAX_ROUNDS")
+    if not asked:
+        return budget
+    if not asked.isdigit() or int(asked) < 1:
+        raise KdaError(f"KDA_MAX_ROUNDS={asked!r}: expected a whole number of rounds, at least 1")
+    return min(int(asked), budget)
+
+
 def prepare(worktree: Path, manifest: dict, hook_command: str, hook_timeout_s: int = 7200) -> list[Path]:
     """Write the brief, the Claude settings and the manifest into a fresh worktree; returns the paths written."""
     from kda.definition.config import load_config
@@ -313,7 +325,7 @@ def prepare(worktree: Path, manifest: dict, hook_command: str, hook_timeout_s: i
     worktree = Path(worktree)
     task_dir = worktree / manifest["task_path"]
     cfg = load_config(task_dir / "config.toml")
-    manifest = dict(manifest, task=cfg["task"]["name"], max_rounds=cfg["gates"]["max_rounds"], ended=None)
+    manifest = dict(manifest, task=cfg["task"]["name"], max_rounds=max_rounds(cfg), ended=None)
     exclude = add_excludes(worktree)
     state = state_dir(worktree)
     state.mkdir(parents=True, exist_ok=True)
@@ -324,7 +336,8 @@ def prepare(worktree: Path, manifest: dict, hook_command: str, hook_timeout_s: i
     from kda.loop.evidence import lines as evidence_lines
 
     evidence = evidence_lines(task_dir, manifest["task_path"], worktree)
-    brief.write_text(brief_text(manifest, prompt_path.read_text(), cfg["gates"], cfg["bench"]["metric"], evidence))
+    gates = dict(cfg["gates"], max_rounds=manifest["max_rounds"])  # the run's budget (KDA_MAX_ROUNDS may lower it)
+    brief.write_text(brief_text(manifest, prompt_path.read_text(), gates, cfg["bench"]["metric"], evidence))
     settings_path = worktree / ".claude" / "settings.json"
     existing = None
     if settings_path.is_file():
