@@ -79,7 +79,7 @@ def test_three_tasks_on_two_gpus_never_share_a_gpu_and_each_run_ends_as_its_gate
         wt = Path(s.worktree)
         m = agentrun.load_manifest(wt)
         assert (m["run_id"], m["gpu"], m["max_rounds"]) == (s.run_id, s.gpu, 2), m
-        assert f"{name}: ended on GPU {s.gpu}" in p.stdout or name in p.stdout
+        assert f"{name}: ended on GPU {s.gpu}, run {s.run_id}, rc {s.rc}" in p.stdout, p.stdout  # the log lines
     rounds = {n: agentrun.load_rounds(Path(s.worktree)) for n, s in by_task.items()}
     assert [h["status"] for h in rounds["fuse_scale_shift"]["history"]] == ["PASS"]
     assert [h["status"] for h in rounds["norm_infer"]["history"]] == ["FAIL", "FAIL"]  # the --rounds budget
@@ -105,3 +105,23 @@ def test_resume_queues_what_never_started_and_leaves_interrupted_runs(tmp_path):
         campaign_run.resume(tmp_path, c.id)
     with pytest.raises(KdaError, match="no such campaign"):
         campaign_run.resume(tmp_path, "nope")
+
+
+def test_ctrl_c_stops_the_running_agents_records_their_end_and_leaves_the_queue_unstarted(tmp_path):
+    repo = make_clone(tmp_path)
+    log = tmp_path / "agent.log"
+    env = clean_env(KDA_BIN=str(kda_wrapper(tmp_path)), KDA_SKIP_VENDOR="1",
+                    KDA_WORKTREE_ROOT=str(tmp_path / "worktrees"), KDA_CACHE=str(tmp_path / "cache"),
+                    KDA_GATE_CMD="exit 0", PYTHONPATH=str(ROOT))
+    sleeper = f'echo started >> {log}; sleep 120'
+    c = campaign_run.Campaign(id="20261128T000000Z-0001", gpus=["g0"], agent=sleeper, rounds=None, slots=[
+        campaign_run.Slot(task="diffusion/kernels/fuse_scale_shift",
+                          launcher="scripts/launch_kernels/k01_fuse_scale_shift.sh"),
+        campaign_run.Slot(task="diffusion/kernels/norm_infer", launcher="scripts/launch_kernels/k03_norm_infer.sh")])
+    c = campaign_run.run(repo, c, env=env, poll_s=0.2, grace_s=20,
+                         stop=lambda: log.is_file() and "started" in log.read_text())
+    first, second = c.slots
+    assert (first.state, second.state) == ("ended", "not started") and second.run_id is None
+    m = agentrun.load_manifest(Path(first.worktree))
+    assert m["ended"]["why"].startswith("interrupted (Ctrl-C)"), m["ended"]
+    assert campaign_run.Campaign.load(repo, c.id).slots[1].state == "not started"
