@@ -532,9 +532,23 @@ def _campaign_run(args) -> int:
             raise KdaError("kda campaign run --resume ID takes no task names (the campaign's own are resumed)")
         c = cr.resume(repo, args.resume)
     else:
-        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else cr.visible_gpus()
+        if args.ray is not None and args.gpus:
+            raise KdaError("kda campaign run --ray: Ray places each run on a free GPU of the cluster; --gpus is for "
+                           "one host without Ray")
+        gpus = ["ray"] if args.ray is not None else (
+            [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else cr.visible_gpus())
         c = cr.plan(repo, args.tasks, gpus, args.agent, args.rounds)
     console = _wide_console()
+    if args.ray is not None:
+        from kda.loop import campaign_ray
+
+        console.print(f"kda campaign {c.id}: {len(c.slots)} task(s) on the Ray cluster "
+                      f"{args.ray if args.ray != 'local' else '(a local instance)'}, one GPU each; file "
+                      f"{c.path(repo).relative_to(repo)}")
+        c = campaign_ray.run(repo, c, address=None if args.ray == "local" else args.ray, node_repo=args.ray_repo,
+                             console=console)
+        console.print(cr.table(c))
+        return 1 if [s for s in c.slots if s.rc not in (0, None) or s.state != "ended"] else 0
     console.print(f"kda campaign {c.id}: {len(c.slots)} task(s) on GPU(s) {', '.join(c.gpus)}; file "
                   f"{c.path(repo).relative_to(repo)}; Ctrl-C stops every agent and records each run's end")
     c = cr.run(repo, c, console=console)
@@ -963,6 +977,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--agent", default="claude", help="claude (default), codex, or a shell command run as the "
                    "launcher's KDA_AGENT_CMD (the brief's path in $1)")
     q.add_argument("--resume", metavar="ID", help="start the tasks of campaign ID that never started")
+    q.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="schedule the runs on a Ray cluster (pip install ray), one GPU each; ADDRESS as ray.init "
+                   "takes it (auto, ray://host:10001), none: a local instance")
+    q.add_argument("--ray-repo", metavar="PATH", help="with --ray: this repository's checkout on every node "
+                   "(default: this checkout's path)")
     q.set_defaults(fn=cmd_campaign)
     q = csub.add_parser("clean", help="remove worktrees and branches of merged or ended runs (dry run without --yes)")
     q.add_argument("--yes", action="store_true", help="do it")

@@ -125,3 +125,43 @@ def test_ctrl_c_stops_the_running_agents_records_their_end_and_leaves_the_queue_
     m = agentrun.load_manifest(Path(first.worktree))
     assert m["ended"]["why"].startswith("interrupted (Ctrl-C)"), m["ended"]
     assert campaign_run.Campaign.load(repo, c.id).slots[1].state == "not started"
+
+
+def test_on_a_local_ray_cluster_each_run_gets_a_gpu_of_its_own_and_its_branches_come_back(tmp_path, monkeypatch):
+    """--ray: three runs on a local Ray instance with two fake GPUs, launched in another checkout (a node's);
+    every run's branches, its committed ledger included, are fetched into this one."""
+    ray = pytest.importorskip("ray")
+    from kda.loop import campaign_ray
+
+    repo = make_clone(tmp_path)
+    node = tmp_path / "node"
+    subprocess.run(["git", "clone", "-q", str(repo), str(node)], check=True)
+    log = tmp_path / "agent.log"
+    env = clean_env(KDA_BIN=str(kda_wrapper(tmp_path)), KDA_SKIP_VENDOR="1",
+                    KDA_WORKTREE_ROOT=str(tmp_path / "worktrees"), KDA_CACHE=str(tmp_path / "cache"),
+                    KDA_GATE_CMD=GATE, KDA_CAMPAIGN_TEST_LOG=str(log), PYTHONPATH=str(ROOT))
+    monkeypatch.setenv("KDA_ROOT", str(repo))  # not chdir: Ray's workers put the driver's cwd on sys.path, and the
+    c = campaign_run.plan(repo, list(TASKS), ["ray"], AGENT, 2)  # clone's own `kda` would shadow this checkout's
+    try:
+        c = campaign_ray.run(repo, c, node_repo=str(node), env=env, init_kwargs={
+            "num_cpus": 4, "num_gpus": 2, "runtime_env": {"env_vars": {"PYTHONPATH": str(ROOT)}}})
+    finally:
+        ray.shutdown()
+    assert [s.state for s in c.slots] == ["ended"] * 3, [(s.state, s.log) for s in c.slots]
+    assert {s.gpu.rsplit(":", 1)[1] for s in c.slots} <= {"0", "1"}
+    spans: dict[str, list[tuple[float, float]]] = {}
+    opened = {}
+    for kind, task, gpu, t in (line.split() for line in log.read_text().splitlines()):
+        if kind == "start":
+            opened[(task, gpu)] = float(t)
+        else:
+            spans.setdefault(gpu, []).append((opened.pop((task, gpu)), float(t)))
+    for s in spans.values():
+        s.sort()
+        assert all(a[1] <= b[0] for a, b in zip(s, s[1:])), spans
+    by_task = {Path(s.task).name: s for s in c.slots}
+    run = by_task["norm_infer"].run_id
+    ledger = git(repo, "show", f"kda/norm_infer/{run}:diffusion/kernels/norm_infer/docs/ledger.jsonl")
+    assert [json.loads(line)["decision"] for line in ledger.splitlines()][-2:] == ["NO-GO", "NO-GO"]
+    assert git(repo, "rev-parse", f"kda-base/fuse_scale_shift/{by_task['fuse_scale_shift'].run_id}")
+    assert by_task["rotary_embedding"].rc != 0 and by_task["fuse_scale_shift"].rc == 0
