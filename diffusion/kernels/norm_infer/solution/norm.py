@@ -260,15 +260,19 @@ def _layout(rows: int, N: int, block_n: int):
     return block_m, 4 if tile <= 4096 else (8 if tile <= 8192 else 16), False, 0
 
 
-# Launch plans by input signature: a repeated call (the production case) skips the layout analysis.
+# Launch plans by input signature: a repeated call (the production case) skips the layout analysis. At most
+# _PLANS_MAX, first in first out: a server meets a few signatures, a sweep many (kda rules: bounded caches).
 _plans = {}
+_PLANS_MAX = 256
 
 
 def _norm(x, w, b, y2d_strides, y, eps, is_rms):
     key = (x.shape, x.stride(), x.dtype, None if w is None else w.dtype, None if b is None else b.dtype,
            y2d_strides, is_rms)
-    plan = _plans.get(key)
-    if plan is None:
+    plan = _plans.get(key, False)
+    if plan is False:
+        if len(_plans) >= _PLANS_MAX:
+            del _plans[next(iter(_plans))]
         plan = _plans[key] = _plan(x, w, b, y2d_strides, is_rms)
     if plan is not None:
         plan[1].run(plan[0], (x, w if w is not None else x, b if b is not None else x, y), (float(eps),))

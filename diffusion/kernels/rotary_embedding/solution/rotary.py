@@ -196,8 +196,10 @@ def _pairs_plan(x, cos, sin, interleaved):
 
 
 # Launch plans by input signature. Every check above depends only on shapes, strides and dtypes, so a repeated
-# call (the production case: the same shapes every layer and step) costs a dict lookup before the launch.
+# call (the production case: the same shapes every layer and step) costs a dict lookup before the launch. At most
+# _PLANS_MAX, first in first out: a server meets a few signatures, a sweep many (kda rules: bounded caches).
 _plans = {}
+_PLANS_MAX = 256
 
 
 def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
@@ -206,6 +208,8 @@ def apply_rotary_embedding(x, cos, sin, interleaved=False, *, out=None):
            bool(interleaved))
     plan = _plans.get(key, False)
     if plan is False:
+        if len(_plans) >= _PLANS_MAX:
+            del _plans[next(iter(_plans))]
         plan = _plans[key] = _pairs_plan(x, cos, sin, interleaved)
     out = _check_out(out, x)
     if plan is not None:
@@ -262,6 +266,8 @@ def apply_ltx2_split_rotary_emb(x, cos, sin, *, out=None):
     key = (x.shape, x.stride(), x.dtype, cos.shape, cos.stride(), cos.dtype, sin.shape, sin.stride(), sin.dtype)
     plan = _plans.get(key, False)
     if plan is False:
+        if len(_plans) >= _PLANS_MAX:
+            del _plans[next(iter(_plans))]
         plan = _plans[key] = _split_plan(x, cos, sin)
     out = _check_out(out, x)
     if plan is not None:
