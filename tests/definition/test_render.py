@@ -62,6 +62,7 @@ def mini_root(tmp_path, monkeypatch):
     for rel in [render.SPEC_FILE, *render.GENERATED, "oracle.py"]:
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / rel, dst / rel)
+    shutil.copytree(ROOT / "external" / PILOT, root / "external" / PILOT)  # the card points at these notes
     (root / "scripts" / "launch_kernels").mkdir(parents=True)
     (root / "scripts" / "launch_kernels" / "index.toml").write_text(
         f'[[launcher]]\nnumber = 3\ntask = "diffusion/kernels/{PILOT}"\n')
@@ -81,6 +82,16 @@ def test_drift_is_named_with_a_diff_and_render_fixes_it(mini_root, capsys):
     assert "# Task card: norm\n" in prompt.read_text()  # --check writes nothing
     assert cli.main(["render", PILOT]) == 0
     assert "# Task card: norm_infer\n" in prompt.read_text() and render.render(mini_root, [PILOT], check=True).problems == []
+
+
+def test_the_card_points_at_the_tasks_external_notes_only_where_they_exist(mini_root):
+    prompt = mini_root / "diffusion" / "kernels" / PILOT / "prompt.md"
+    assert f"notes written for this task in `external/{PILOT}/`" in prompt.read_text()
+    assert "`kda profile norm_infer --row ROW --compare`" in prompt.read_text()
+    shutil.rmtree(mini_root / "external" / PILOT)
+    assert render.render(mini_root, [PILOT], check=True).problems  # the pointer would now be wrong: drift
+    render.render(mini_root, [PILOT])
+    assert "external/" not in prompt.read_text() and "`kda profile norm_infer" in prompt.read_text()
 
 
 def test_spec_change_reaches_config_and_missing_files_are_reported(mini_root):
