@@ -519,7 +519,9 @@ def cmd_campaign(args) -> int:
         return 0
     if args.action == "run":
         return _campaign_run(args)
-    return campaign.clean(repo_root(), yes=args.yes)
+    if args.idle_hours < 0:
+        raise KdaError(f"--idle-hours {args.idle_hours}: expected 0 or more")
+    return campaign.clean(repo_root(), yes=args.yes, idle_hours=args.idle_hours)
 
 
 def _campaign_run(args) -> int:
@@ -985,6 +987,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(fn=cmd_campaign)
     q = csub.add_parser("clean", help="remove worktrees and branches of merged or ended runs (dry run without --yes)")
     q.add_argument("--yes", action="store_true", help="do it")
+    q.add_argument("--idle-hours", type=float, default=24.0, help="a run that never ended counts as dry or "
+                   "abandoned after this long without a round, commit or change to its task folder (default 24)")
     q.set_defaults(fn=cmd_campaign)
     p = sub.add_parser("shapes", help="the shape catalog: regenerate every task's workloads.json from it (--check: "
                        "fail on drift); `ingest` merges recorder logs into it")

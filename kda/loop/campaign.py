@@ -5,10 +5,16 @@ worktree holding `.kda/run.json`. `clean` removes the worktrees and branches of 
 merged into HEAD (it has commits of its own, all reachable from HEAD), or the manifest says the run ended. Before
 deleting a branch that is not merged it tags the tip `kda-archive/<task>/<run-id>`, so no attempt (and no ledger
 line) is lost. A worktree with uncommitted changes is never removed. Without --yes it only prints the plan.
+
+Runs that never end by themselves are over too once idle (`--idle-hours`, default 24): a dry run (prepared with
+KDA_NO_CLAUDE=1, or an agent that never got to a round) has no round and no commit of its own; an abandoned one (its
+agent killed, the machine lost) has not moved since. Idle means no round, commit or change to its task folder for
+that long. A run whose worktree was removed by hand, and that neither ended nor merged, is abandoned at once.
 """
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,10 +39,25 @@ class Run:
     merged: bool
     ended: str | None
     dirty: list[str] = field(default_factory=list)
+    idle_s: float | None = None  # since the last round, commit or change to its task folder (None: no worktree)
+    own_commits: bool = True
 
     @property
     def over(self) -> bool:
         return self.merged or self.ended is not None
+
+    def stale(self, idle_hours: float) -> str | None:
+        """Why a run that did not end by itself is over (dry or abandoned), or None."""
+        if self.over:
+            return None
+        if self.worktree is None:
+            return "abandoned: its worktree is gone and the run never ended"
+        if self.idle_s is None or self.idle_s < idle_hours * 3600:
+            return None
+        idle = f"idle {self.idle_s / 3600:.0f} h"
+        if not self.rounds and not self.own_commits:
+            return f"dry run: no round and no commit of its own, {idle}"
+        return f"abandoned: no round, commit or change to its task folder, {idle}"
 
 
 def _ref(repo: Path, name: str) -> str | None:
@@ -69,9 +90,36 @@ def runs(repo: Path, task: str) -> list[Run]:
             dirty += git("status", "--porcelain", cwd=path).splitlines()
         own_commits = base_tip is None or tip != base_tip
         merged = own_commits and ok("merge-base", "--is-ancestor", tip, "HEAD", cwd=repo)
+        idle = None if path is None else time.time() - _last_activity(repo, path, tip, manifest)
         out.append(Run(task, run_id, branch, tip, base_name if base_tip else None, path, manifest, rounds, merged,
-                       ended, dirty))
+                       ended, dirty, idle, own_commits))
     return out
+
+
+def _epoch(utc: str | None) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(utc or "", "%Y-%m-%dT%H:%M:%SZ").timestamp() if utc else 0.0
+    except ValueError:
+        return 0.0
+
+
+def _last_activity(repo: Path, path: Path, tip: str, manifest: dict | None) -> float:
+    """Epoch seconds of a run's last sign of life: its start, its last round, its tip commit, the newest file of its
+    task folder in the worktree."""
+    times = [float(git("log", "-1", "--format=%ct", tip, cwd=repo) or 0)]
+    if manifest:
+        times.append(_epoch(manifest.get("time_utc")))
+        try:
+            hist = agentrun.load_rounds(path, manifest)["history"]
+        except (KdaError, OSError, ValueError):
+            hist = []
+        times += [_epoch(h.get("time_utc")) for h in hist[-1:]]
+        folder = path / manifest["task_path"]
+        if folder.is_dir():
+            times += [f.stat().st_mtime for f in folder.rglob("*") if f.is_file()]
+    return max(times)
 
 
 def _results_candidates(repo: Path, task_dir: Path, task_runs: list[Run]) -> list[tuple[str, str]]:
@@ -157,17 +205,19 @@ def print_status(repo: Path, console) -> None:
         console.print(detail)
 
 
-def clean(repo: Path, yes: bool, echo=print) -> int:
-    """Remove the worktrees and branches of runs that are over. Dry run unless yes. Returns an exit code."""
+def clean(repo: Path, yes: bool, echo=print, idle_hours: float = 24.0) -> int:
+    """Remove the worktrees and branches of runs that are over (ended, merged, or dry or abandoned after
+    `idle_hours`). Dry run unless yes. Returns an exit code."""
     from kda.core.paths import all_task_dirs
 
     refused = 0
     acted = 0
     for task_dir in all_task_dirs():
         for r in runs(repo, task_dir.name):
-            if not r.over:
+            stale = r.stale(idle_hours)
+            if not r.over and not stale:
                 continue
-            why = "merged into HEAD" if r.merged else f"run ended ({r.ended})"
+            why = "merged into HEAD" if r.merged else f"run ended ({r.ended})" if r.ended is not None else stale
             if r.dirty:
                 refused += 1
                 echo(f"refuse {r.branch}: {why}, but its worktree {r.worktree} has uncommitted changes:\n  "

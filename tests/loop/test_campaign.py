@@ -189,3 +189,31 @@ def test_promote_cli_without_gpu(repo, capsys, monkeypatch):
     assert "refused: no CUDA GPU is visible" in capsys.readouterr().err
     assert cli.main(["promote", "fuse_scale_shift", "no-such-ref"]) == 2
     assert "'no-such-ref' does not name a commit" in capsys.readouterr().err
+
+
+def test_dry_and_abandoned_runs_are_cleaned_once_idle(campaign_state, tmp_path, capsys):
+    """A run prepared and never started (KDA_NO_CLAUDE=1) never ends by itself: after --idle-hours without a round,
+    commit or change it is a dry run; a run whose worktree was removed by hand is abandoned at once."""
+    repo = campaign_state
+    assert cli.main(["campaign", "clean"]) == 1
+    assert RUNS["open"] not in capsys.readouterr().out  # prepared minutes ago: not idle yet
+    assert cli.main(["campaign", "clean", "--idle-hours", "0"]) == 1
+    out = capsys.readouterr().out
+    assert f"would clean kda/fuse_scale_shift/{RUNS['open']} (dry run: no round and no commit of its own, idle 0 h)" \
+        in out, out
+    # work in the task folder is a sign of life, whatever the clock says of the start
+    sol = wt(tmp_path, "open") / TASK_PATH / "solution" / "scale_shift.py"
+    sol.write_text(sol.read_text() + "# still working\n")
+    commit_in(wt(tmp_path, "open"), "wip")
+    runs = {r.run_id: r for r in campaign.runs(repo, "fuse_scale_shift")}
+    assert runs[RUNS["open"]].idle_s < 60 and runs[RUNS["open"]].stale(1.0) is None
+    assert runs[RUNS["open"]].stale(0) == "abandoned: no round, commit or change to its task folder, idle 0 h"
+    git(repo, "worktree", "remove", "--force", str(wt(tmp_path, "open")))
+    assert cli.main(["campaign", "clean", "--yes"]) == 1  # the dirty run is still refused
+    out = capsys.readouterr().out
+    assert f"clean kda/fuse_scale_shift/{RUNS['open']} (abandoned: its worktree is gone and the run never ended)" \
+        in out
+    refs = set(git(repo, "for-each-ref", "--format=%(refname:short)").splitlines())
+    assert f"kda/fuse_scale_shift/{RUNS['open']}" not in refs and f"kda-archive/fuse_scale_shift/{RUNS['open']}" in refs
+    assert cli.main(["campaign", "clean", "--idle-hours", "-1"]) != 0
+    assert "--idle-hours -1.0: expected 0 or more" in capsys.readouterr().err
