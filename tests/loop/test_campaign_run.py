@@ -30,6 +30,21 @@ echo "end $KDA_TASK $CUDA_VISIBLE_DEVICES $(date +%s.%N)" >> "$log"
 GATE = 'case "$KDA_TASK" in *norm_infer) echo "min_geomean: 0.9x"; exit 1 ;; *) echo ok; exit 0 ;; esac'
 
 
+def assert_each_gpu_held_alone(log: Path) -> None:
+    """The agents' start/end lines: on each GPU the spans they held never overlap."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    opened = {}
+    for kind, task, gpu, t in (line.split() for line in log.read_text().splitlines()):
+        if kind == "start":
+            opened[(task, gpu)] = float(t)
+        else:
+            spans.setdefault(gpu, []).append((opened.pop((task, gpu)), float(t)))
+    assert spans and not opened
+    for held in spans.values():
+        held.sort()
+        assert all(a[1] <= b[0] for a, b in zip(held, held[1:])), spans
+
+
 def test_a_plan_names_what_is_wrong_with_its_input(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     with pytest.raises(KdaError, match="no GPU listed by nvidia-smi; pass --gpus"):
@@ -63,17 +78,7 @@ def test_three_tasks_on_two_gpus_never_share_a_gpu_and_each_run_ends_as_its_gate
     c = campaign_run.Campaign.load(repo, cid)
     assert [s.state for s in c.slots] == ["ended"] * 3 and {s.gpu for s in c.slots} == {"g0", "g1"}
     assert git(repo, "status", "--porcelain") == ""  # the campaign's files are ignored
-    # never two agents on one GPU at once; the third task waited for a GPU to come free
-    held: dict[str, list[tuple[float, float]]] = {}
-    opened = {}
-    for kind, task, gpu, t in (line.split() for line in log.read_text().splitlines()):
-        if kind == "start":
-            opened[(task, gpu)] = float(t)
-        else:
-            held.setdefault(gpu, []).append((opened.pop((task, gpu)), float(t)))
-    for spans in held.values():
-        spans.sort()
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    assert_each_gpu_held_alone(log)  # the third task waited for a GPU to come free
     by_task = {Path(s.task).name: s for s in c.slots}
     for name, s in by_task.items():
         wt = Path(s.worktree)
@@ -149,16 +154,7 @@ def test_on_a_local_ray_cluster_each_run_gets_a_gpu_of_its_own_and_its_branches_
         ray.shutdown()
     assert [s.state for s in c.slots] == ["ended"] * 3, [(s.state, s.log) for s in c.slots]
     assert {s.gpu.rsplit(":", 1)[1] for s in c.slots} <= {"0", "1"}
-    spans: dict[str, list[tuple[float, float]]] = {}
-    opened = {}
-    for kind, task, gpu, t in (line.split() for line in log.read_text().splitlines()):
-        if kind == "start":
-            opened[(task, gpu)] = float(t)
-        else:
-            spans.setdefault(gpu, []).append((opened.pop((task, gpu)), float(t)))
-    for s in spans.values():
-        s.sort()
-        assert all(a[1] <= b[0] for a, b in zip(s, s[1:])), spans
+    assert_each_gpu_held_alone(log)
     by_task = {Path(s.task).name: s for s in c.slots}
     run = by_task["norm_infer"].run_id
     ledger = git(repo, "show", f"kda/norm_infer/{run}:diffusion/kernels/norm_infer/docs/ledger.jsonl")
