@@ -1,28 +1,30 @@
-"""How the harness calls each arm of silu_and_mul with the inputs a row declares (hand-written; `kda new` wrote this
-skeleton from templates/new/adapter.py.j2 and `kda render` never touches it).
+"""How the harness calls each arm of silu_and_mul with the inputs a row declares.
 
-The baseline is upstream's public function, called exactly as SGLang calls it. The candidate gets the same arguments
-plus the harness's preallocated, poisoned `out=` buffer(s) and must write every element.
+Three upstream functions share the task; `row.function` picks one. The baseline is called as SGLang 0.5.15 calls it:
+`SiluAndMul.forward_cuda` (srt/layers/activation.py:102-107) allocates `out` [..., I] itself and calls
+`silu_and_mul(x, out)`; here the harness's buffer stands in for that allocation, for both arms. The candidate gets
+the same arguments, `out=` the harness's preallocated, poisoned buffer, and must write every element.
 """
-
-TODO = "TODO(silu_and_mul): write bench/adapter.py"
+import torch
 
 
 def output_specs(row, inputs):
-    """{output name: (shape, torch dtype)} of the buffers the harness allocates for the candidate."""
-    raise NotImplementedError(f"{TODO}: output_specs(row, inputs)")
+    x = inputs["x"]
+    return {"out": (tuple(x.shape[:-1]) + (x.shape[-1] // 2,), x.dtype)}
 
 
 def call_baseline(upstream, row, inputs, out):
-    """Call upstream[...] (silu_and_mul, gelu_and_mul, gelu_tanh_and_mul) as SGLang does; return {output name: tensor}."""
-    raise NotImplementedError(f"{TODO}: call_baseline(upstream, row, inputs, out)")
+    return {"out": upstream[row.function](inputs["x"], out["out"])}
 
 
 def call_candidate(solution, row, inputs, out):
-    """Call solution.silu_and_mul(..., out=...) so that it writes the buffers in `out`."""
-    raise NotImplementedError(f"{TODO}: call_candidate(solution, row, inputs, out)")
+    fn = {"silu_and_mul": solution.silu_and_mul, "gelu_and_mul": solution.gelu_and_mul,
+          "gelu_tanh_and_mul": solution.gelu_tanh_and_mul}[row.function]
+    return fn(inputs["x"], out=out["out"])
 
 
 def bytes_moved(row):
-    """Bytes the op must read and write at least (each input element once, each output element once)."""
-    raise NotImplementedError(f"{TODO}: bytes_moved(row)")
+    """x read once (gate and up halves), out written once (half of x's elements, x's dtype)."""
+    x = row.tensors["x"]
+    esize = torch.empty((), dtype=x.torch_dtype).element_size()
+    return x.numel * esize + (x.numel // 2) * esize
