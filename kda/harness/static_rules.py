@@ -429,6 +429,8 @@ class _Checker:
                 self.kernels.add(fn.name)
         self.own_self: dict[int, str] = {}      # Attribute node id -> "store" / "load" where `self` is the own instance
         self._own_instances()
+        self.params: set[int] = set()           # Name node ids that read a parameter named like a refused builtin
+        self._builtin_named_params()
         self.found: list[tuple[int, int, str]] = []
 
     def _own_instances(self) -> None:
@@ -451,6 +453,33 @@ class _Checker:
                             self.own_self[id(n)] = "load"
                         elif fn.name == "__init__" and not n.attr.startswith("__"):
                             self.own_self[id(n)] = "store"
+
+    def _builtin_named_params(self) -> None:
+        """A function parameter named like a refused builtin (upstream's `silu_and_mul(input, out=None)`): inside
+        that function's body the name is the parameter, not the builtin, so reading it there is exempt. Only where
+        the name is never bound otherwise in the file (no assignment, deletion, import, global or nonlocal of it):
+        the parameter's value then comes from a call site, where naming the builtin is refused as everywhere.
+        Defaults, annotations and decorators lie outside the body and are checked as usual."""
+        rebound = set()
+        for n in ast.walk(self.tree):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                rebound.add(n.id)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                rebound.update(n.names)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                rebound.update((a.asname or a.name).split(".")[0] for a in n.names)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                rebound.add(n.name)
+        for fn in ast.walk(self.tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = fn.args
+            names = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
+            names = (names & REFUSED_BUILTINS) - rebound
+            if not names:
+                continue
+            for stmt in fn.body:
+                self.params.update(id(n) for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in names)
 
     def add(self, node: ast.AST, what: str, rule: str, why: str | None = None) -> None:
         line = getattr(node, "lineno", 0)
@@ -518,7 +547,8 @@ class _Checker:
                 self.chain(node)
             return
         if node.id in REFUSED_BUILTINS:
-            self.add(node, f"uses {node.id}", "builtin")
+            if id(node) not in self.params:
+                self.add(node, f"uses {node.id}", "builtin")
         elif node.id == "type" and isinstance(node.ctx, ast.Load):
             call = self.parent.get(id(node))
             if not (isinstance(call, ast.Call) and call.func is node and len(call.args) == 1 and not call.keywords):

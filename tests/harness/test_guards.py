@@ -326,6 +326,25 @@ def test_device_code_keeps_every_rule_but_host_compute(tmp_path, code, line, rul
     assert any(v.startswith(f"cand.py:{line}: ") and f"(rule {rule}: " in v for v in found), found
 
 
+def test_parameter_named_like_a_builtin_is_the_parameter_in_its_body(tmp_path):
+    # upstream's silu_and_mul(input, out=None, ...): `input` in the body is the parameter, not the builtin
+    code = "def f(input, out=None):\n    n = input.shape[-1]\n    def g():\n        return input\n    return g()\n"
+    assert violations(tmp_path, code) == []
+
+
+@pytest.mark.parametrize("code, line", [
+    ("def f(x):\n    return input()\n", 2),                                   # no such parameter: the builtin
+    ("def f(input=input):\n    return input\n", 1),                          # a default names the builtin
+    ("def f(input):\n    return input\nf(input)\n", 3),                      # a call site names the builtin
+    ("def f(input):\n    def g():\n        global input\n        return input()\n", 4),  # global: the builtin
+    ("def f(input):\n    return input\ninput = 1\n", 2),                     # rebound in the file: no exemption
+    ("def f(input):\n    return open\n", 2),                                 # another builtin is not exempt
+])
+def test_builtin_parameter_exemption_stays_narrow(tmp_path, code, line):
+    found = violations(tmp_path, code)
+    assert any(v.startswith(f"cand.py:{line}: ") and "(rule builtin: " in v for v in found), found
+
+
 def test_violations_are_in_line_order_and_name_every_rule(tmp_path):
     found = violations(tmp_path, "import torch\nx.y = 1\nimport os\nz = getattr(x, 'a')\n")
     assert [v.split(":")[1] for v in found] == ["2", "3", "4"]

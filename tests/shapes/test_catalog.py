@@ -2,6 +2,7 @@
 `kda shapes --check` against the committed workloads.json files."""
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -190,7 +191,28 @@ def test_duplicate_row_ids_within_a_task_are_refused(tmp_path):
 
 
 def catalog_tasks():
-    return [p for p in all_task_dirs() if "production_rows" in (p / "bench" / "make_workloads.py").read_text()]
+    """Tasks whose generator reads the diffusion catalog (kda.shapes.catalog.production_rows)."""
+    return [p for p in all_task_dirs()
+            if "from kda.shapes.catalog import" in (p / "bench" / "make_workloads.py").read_text()]
+
+
+def llm_tasks():
+    return [p for p in all_task_dirs() if p.parent.parent.name == "llm"]
+
+
+@pytest.mark.parametrize("task_dir", llm_tasks(), ids=lambda p: p.name)
+def test_llm_production_rows_cite_a_catalog_workload(task_dir):
+    """Every production row of an LLM task is derived from a workload of llm/shapes/workloads.json (`kda shapes`):
+    its source names the workload id and the op, and its x is that op's x (same model, same dtype)."""
+    catalog = {w["id"]: w for w in json.loads((ROOT / "llm" / "shapes" / "workloads.json").read_text())["workloads"]}
+    prod = [r for r in json.loads((task_dir / "bench" / "workloads.json").read_text()) if r["production"]]
+    assert prod
+    for row in prod:
+        m = re.match(r"derived: llm/shapes/workloads\.json (\S+) ops\.(\w+)\.x ", row["source"])
+        assert m, row["source"]
+        w = catalog[m.group(1)]
+        assert (row["model"], row["tensors"]["x"]["dtype"]) == (w["model"], w["dtype"])
+        assert row["tensors"]["x"]["shape"] == w["ops"][m.group(2)]["x"], row["id"]
 
 
 @pytest.mark.parametrize("task_dir", catalog_tasks(), ids=lambda p: p.name)

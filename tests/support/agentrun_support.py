@@ -39,6 +39,8 @@ def kda_wrapper(tmp: Path) -> Path:
 def make_clone(tmp: Path) -> Path:
     repo = tmp / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True, capture_output=True)
+    # The tests expect the clone on `main`, as a checkout of main is; a worktree on another branch clones that branch.
+    git(repo, "checkout", "-q", "-B", "main")
     for rel in OVERLAY:
         src, dst = ROOT / rel, repo / rel
         if src.is_dir():
