@@ -48,6 +48,6 @@ def resolve_task(ref: str) -> Path:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        names = ", ".join(p.name for p in all_task_dirs()) or "none"
+        names = ", ".join(sorted(p.name for p in all_task_dirs())) or "none"
         raise KdaError(f"no task named {ref!r} (a folder with config.toml); known tasks: {names}")
     raise KdaError(f"task name {ref!r} is ambiguous: {', '.join(map(str, matches))}; pass the folder path")

@@ -203,16 +203,22 @@ def llm_tasks():
 @pytest.mark.parametrize("task_dir", llm_tasks(), ids=lambda p: p.name)
 def test_llm_production_rows_cite_a_catalog_workload(task_dir):
     """Every production row of an LLM task is derived from a workload of llm/shapes/workloads.json (`kda shapes`):
-    its source names the workload id and the op, and its x is that op's x (same model, same dtype)."""
+    its source names the workload id and the op, and every tensor the row shares a name with that op (x for
+    silu_and_mul, q and k for rope; at least one) has the op's shape (same model, same dtype)."""
     catalog = {w["id"]: w for w in json.loads((ROOT / "llm" / "shapes" / "workloads.json").read_text())["workloads"]}
     prod = [r for r in json.loads((task_dir / "bench" / "workloads.json").read_text()) if r["production"]]
     assert prod
     for row in prod:
-        m = re.match(r"derived: llm/shapes/workloads\.json (\S+) ops\.(\w+)\.x ", row["source"])
+        m = re.match(r"derived: llm/shapes/workloads\.json (\S+) ops\.(\w+)[. ]", row["source"])
         assert m, row["source"]
         w = catalog[m.group(1)]
-        assert (row["model"], row["tensors"]["x"]["dtype"]) == (w["model"], w["dtype"])
-        assert row["tensors"]["x"]["shape"] == w["ops"][m.group(2)]["x"], row["id"]
+        op = w["ops"][m.group(2)]
+        shared = [name for name in op if name in row["tensors"]]
+        assert shared, (row["id"], sorted(op))
+        assert row["model"] == w["model"]
+        for name in shared:
+            assert row["tensors"][name]["dtype"] == w["dtype"], (row["id"], name)
+            assert row["tensors"][name]["shape"] == op[name], (row["id"], name)
 
 
 @pytest.mark.parametrize("task_dir", catalog_tasks(), ids=lambda p: p.name)
