@@ -131,10 +131,10 @@ def rows() -> list[dict]:
 
 def sweep_row(p, seed):
     """A row of the generalisation sweep (kda/definition/sweep.py draws p from config.toml's [sweep] domain):
-    k and v [tokens, kv_heads, head_dim] of `dtype` into caches of max(64, 2 * tokens) slots (65536 from 4096
+    k and v [tokens, kv_heads, head_dim] of `dtype` into caches of max(32, 2 * tokens) slots (65536 from 4096
     tokens on, the production cache; smaller caches keep the interpreter's rows small)."""
     T, H, D, dt = p["tokens"], p["kv_heads"], p["head_dim"], p["dtype"]
-    S = SLOTS if T >= 4096 else max(64, 2 * T)
+    S = SLOTS if T >= 4096 else max(32, 2 * T)
     return kv_row(f"t{T}_h{H}_d{D}_{dt}", "sweep", "sweep", T, H, D, seed, dt, S=S)
 
 
