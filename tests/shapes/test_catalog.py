@@ -203,16 +203,18 @@ def llm_tasks():
 @pytest.mark.parametrize("task_dir", llm_tasks(), ids=lambda p: p.name)
 def test_llm_production_rows_cite_a_catalog_workload(task_dir):
     """Every production row of an LLM task is derived from a workload of llm/shapes/workloads.json (`kda shapes`):
-    its source names the workload id and the op, and its x is that op's x (same model, same dtype)."""
+    its source names the workload id, the op and the op's tensors it repeats (`ops.act_and_mul.x`, or several joined
+    by `/`: `ops.store_cache.k/v`), and each named tensor is that op's tensor (same model, same dtype)."""
     catalog = {w["id"]: w for w in json.loads((ROOT / "llm" / "shapes" / "workloads.json").read_text())["workloads"]}
     prod = [r for r in json.loads((task_dir / "bench" / "workloads.json").read_text()) if r["production"]]
     assert prod
     for row in prod:
-        m = re.match(r"derived: llm/shapes/workloads\.json (\S+) ops\.(\w+)\.x ", row["source"])
+        m = re.match(r"derived: llm/shapes/workloads\.json (\S+) ops\.(\w+)\.(\w+(?:/\w+)*) ", row["source"])
         assert m, row["source"]
         w = catalog[m.group(1)]
-        assert (row["model"], row["tensors"]["x"]["dtype"]) == (w["model"], w["dtype"])
-        assert row["tensors"]["x"]["shape"] == w["ops"][m.group(2)]["x"], row["id"]
+        for name in m.group(3).split("/"):
+            assert (row["model"], row["tensors"][name]["dtype"]) == (w["model"], w["dtype"])
+            assert row["tensors"][name]["shape"] == w["ops"][m.group(2)][name], row["id"]
 
 
 @pytest.mark.parametrize("task_dir", catalog_tasks(), ids=lambda p: p.name)
