@@ -204,7 +204,7 @@ def llm_tasks():
 def test_llm_production_rows_cite_a_catalog_workload(task_dir):
     """Every production row of an LLM task is derived from a workload of llm/shapes/workloads.json (`kda shapes`):
     its source names the workload id and the op, and every tensor the row shares a name with that op (x for
-    silu_and_mul, q and k for rope; at least one) has the op's shape (same model, same dtype)."""
+    silu_and_mul, q and k for rope, k and v for store_cache; at least one) has the op's shape (same model, same dtype)."""
     catalog = {w["id"]: w for w in json.loads((ROOT / "llm" / "shapes" / "workloads.json").read_text())["workloads"]}
     prod = [r for r in json.loads((task_dir / "bench" / "workloads.json").read_text()) if r["production"]]
     assert prod
