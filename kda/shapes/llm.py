@@ -272,3 +272,19 @@ def sync(check: bool, directory: Path | None = None) -> tuple[list[str], list[st
     first = changed[0] if changed else "the head (grid or models)"
     return [], [f"llm: {shown} out of date: {len(changed)} workload(s) differ, first {first}"]
 
+
+
+# The token counts an LLM task's production rows sample from the grid: small, middle and full decode batches, and
+# short, middle and long prefill chunks (a bench of every grid point would take hours for little more evidence).
+ROW_TOKENS = {"decode": (1, 8, 64, 256), "prefill": (512, 2048, 8192)}
+
+
+def selected_workloads(models: dict[str, tuple[int, ...]], tokens: dict[str, tuple[int, ...]] = ROW_TOKENS,
+                       directory: Path | None = None) -> list[dict]:
+    """The committed workloads (llm/shapes/workloads.json) of `models` (name -> the tp degrees wanted) at `tokens`
+    (phase -> token counts), in file order: what an LLM task's bench/make_workloads.py turns into production rows."""
+    path = (directory or repo_root() / SHAPES_DIR) / WORKLOADS_FILE
+    if not path.is_file():
+        raise KdaError(f"{path}: missing; run `kda shapes`")
+    return [w for w in json.loads(path.read_text())["workloads"]
+            if w["tp"] in models.get(w["model"], ()) and w["tokens"] in tokens.get(w["phase"], ())]

@@ -113,3 +113,13 @@ def test_every_model_cites_a_section_sources_md_has():
     for m in llm.load_models():
         anchor = re.search(r"llm/shapes/SOURCES\.md#([\w.-]+)", m.source).group(1)
         assert anchor in sections, (m.slug, anchor, sorted(sections))
+
+
+def test_selected_workloads_are_the_committed_ones_of_the_named_models_tp_and_token_counts():
+    from kda.shapes.llm import ROW_TOKENS, selected_workloads
+
+    got = selected_workloads({"Llama-3.1-8B": (1, 8), "DeepSeek-V3": (8,)})
+    assert {(w["model"], w["tp"]) for w in got} == {("Llama-3.1-8B", 1), ("Llama-3.1-8B", 8), ("DeepSeek-V3", 8)}
+    assert {(w["phase"], w["tokens"]) for w in got} == {(p, t) for p, ts in ROW_TOKENS.items() for t in ts}
+    assert len(got) == 3 * sum(len(ts) for ts in ROW_TOKENS.values())
+    assert selected_workloads({"Llama-3.1-8B": (3,)}) == [] and selected_workloads({}) == []

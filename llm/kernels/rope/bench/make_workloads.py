@@ -32,21 +32,19 @@ size: the [T, H, R] view of wider heads, as forward_cuda slices it), fp16, GQA a
 counts, int32 and permuted positions, large positions (an arange at a storage offset into a long cache), contiguous
 q/k, explicit rope_dim, storage offsets (16-byte multiples: upstream loads whole vectors), NaN/Inf.
 """
-import json
 import sys
 import tomllib
 from pathlib import Path
 
 from kda.core.paths import repo_root
 from kda.definition.workloads import tensor_decl, write_or_check
+from kda.shapes.llm import selected_workloads
 
 OUT = Path(__file__).with_name("workloads.json")
 SHAPES = repo_root() / "llm" / "shapes"
-CATALOG = SHAPES / "workloads.json"
 FN = "apply_rope_with_cos_sin_cache_inplace"
 
 MODELS = {"Llama-3.1-8B": (1, 8), "Qwen3-8B": (1, 8), "Qwen3-32B": (1, 8), "DeepSeek-V3": (8,)}
-TOKENS = {"decode": (1, 8, 64, 256), "prefill": (512, 2048, 8192)}
 # Rows of the cos_sin_cache each model's rotary module builds (config.json, llm/shapes/SOURCES.md).
 MAX_POS = {"Llama-3.1-8B": 131072, "Qwen3-8B": 40960, "Qwen3-32B": 40960, "DeepSeek-V3": 163840}
 SEED0 = 36000
@@ -75,11 +73,8 @@ def qk_row(rid, model, source, n, hq, r, seed, *, hk=None, neox=True, dtype="bfl
 
 
 def production_rows() -> list[dict]:
-    catalog = json.loads(CATALOG.read_text())["workloads"]
     out, seen = [], {}
-    for w in catalog:
-        if w["model"] not in MODELS or w["tp"] not in MODELS[w["model"]] or w["tokens"] not in TOKENS[w["phase"]]:
-            continue
+    for w in selected_workloads(MODELS):
         shapes = w["ops"].get("rope")
         if shapes is None:
             continue

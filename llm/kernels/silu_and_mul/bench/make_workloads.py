@@ -26,19 +26,16 @@ them), no I that is not a multiple of 8 (4 for fp32) (refused on sm_90), and sto
 elements (upstream loads whole 16/32-byte vectors and does not check alignment). The rows with I = 8 * odd (not a
 multiple of 16) are refused by upstream on sm_100+.
 """
-import json
 import sys
 from pathlib import Path
 
-from kda.core.paths import repo_root
 from kda.definition.workloads import tensor_decl, write_or_check
+from kda.shapes.llm import selected_workloads
 
 OUT = Path(__file__).with_name("workloads.json")
-CATALOG = repo_root() / "llm" / "shapes" / "workloads.json"
 
 MODELS = {"Llama-3.1-8B": (1, 8), "Qwen3-8B": (1, 8), "Qwen3-32B": (1, 8), "DeepSeek-V3": (8,)}
 OPS = ("act_and_mul", "shared_act_and_mul")
-TOKENS = {"decode": (1, 8, 64, 256), "prefill": (512, 2048, 8192)}
 SEED0 = 35000
 
 
@@ -52,11 +49,8 @@ def row(rid, model, source, function, x, seed, production=True, cpu=False):
 
 
 def production_rows() -> list[dict]:
-    catalog = json.loads(CATALOG.read_text())["workloads"]
     out, seen = [], {}
-    for w in catalog:
-        if w["model"] not in MODELS or w["tp"] not in MODELS[w["model"]] or w["tokens"] not in TOKENS[w["phase"]]:
-            continue
+    for w in selected_workloads(MODELS):
         for op in OPS:
             shapes = w["ops"].get(op)
             if shapes is None:

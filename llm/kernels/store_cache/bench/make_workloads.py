@@ -32,20 +32,17 @@ multiple of 4 (bf16, fp16, fp32), k and v with any token stride and unit stride 
 buffer, which `k.view(-1, R)` keeps), int32 or int64 indices. The caches must share one row stride (one matcher
 verifies both), so no row gives them different strides.
 """
-import json
 import sys
 from pathlib import Path
 
-from kda.core.paths import repo_root
 from kda.definition.workloads import tensor_decl, write_or_check
+from kda.shapes.llm import selected_workloads
 
 OUT = Path(__file__).with_name("workloads.json")
-CATALOG = repo_root() / "llm" / "shapes" / "workloads.json"
 
 MODELS = {"Llama-3.1-8B": (1, 8), "Qwen3-8B": (1, 8), "Qwen3-32B": (1, 8), "Qwen3-30B-A3B": (1, 8),
           "gpt-oss-120b": (1, 8)}
 OP = "store_cache"
-TOKENS = {"decode": (1, 8, 64, 256), "prefill": (512, 2048, 8192)}
 SLOTS = 65536
 SEED0 = 36000
 
@@ -64,11 +61,8 @@ def kv_row(rid, model, source, T, H, D, seed, dtype="bfloat16", S=SLOTS, kv_stri
 
 
 def production_rows() -> list[dict]:
-    catalog = json.loads(CATALOG.read_text())["workloads"]
     out, seen = [], {}
-    for w in catalog:
-        if w["model"] not in MODELS or w["tp"] not in MODELS[w["model"]] or w["tokens"] not in TOKENS[w["phase"]]:
-            continue
+    for w in selected_workloads(MODELS):
         shapes = w["ops"].get(OP)
         if shapes is None or "k" not in shapes:
             continue
