@@ -187,13 +187,18 @@ def run(repo: Path, c: Campaign, *, env: dict | None = None, console=None, poll_
     logs = c.path(repo).parent
     c.save(repo)
     last_lines: list[str] = []
+    live = None
+    if console is not None and console.is_terminal:  # a terminal: one table, redrawn in place (rich.live)
+        from rich.live import Live
+
+        live = Live(table(c), console=console, refresh_per_second=1, transient=False)
+        live.start()
 
     def show():
         if console is None:
             return
-        if console.is_terminal:
-            console.clear()
-            console.print(table(c))
+        if live is not None:
+            live.update(table(c))
         else:  # a log (CI): one line per change of state
             lines = [f"{Path(s.task).name}: {s.state}" + (f" on GPU {s.gpu}" if s.gpu else "") +
                      (f", run {s.run_id}" if s.run_id else "") + (f", rc {s.rc}" if s.rc is not None else "")
@@ -274,6 +279,8 @@ def run(repo: Path, c: Campaign, *, env: dict | None = None, console=None, poll_
                 s.state = "not started"
         c.save(repo)
         show()
+    if live is not None:
+        live.stop()
     return c
 
 

@@ -123,8 +123,15 @@ def test_ctrl_c_stops_the_running_agents_records_their_end_and_leaves_the_queue_
         campaign_run.Slot(task="diffusion/kernels/fuse_scale_shift",
                           launcher="scripts/launch_kernels/k01_fuse_scale_shift.sh"),
         campaign_run.Slot(task="diffusion/kernels/norm_infer", launcher="scripts/launch_kernels/k03_norm_infer.sh")])
-    c = campaign_run.run(repo, c, env=env, poll_s=0.2, grace_s=20,
+    from io import StringIO
+
+    from rich.console import Console
+
+    screen = StringIO()  # a terminal: the live table
+    c = campaign_run.run(repo, c, env=env, poll_s=0.2, grace_s=20, console=Console(file=screen, force_terminal=True,
+                                                                                   width=160),
                          stop=lambda: log.is_file() and "started" in log.read_text())
+    assert f"kda campaign {c.id}" in screen.getvalue() and "not started" in screen.getvalue()
     first, second = c.slots
     assert (first.state, second.state) == ("ended", "not started") and second.run_id is None
     m = agentrun.load_manifest(Path(first.worktree))
