@@ -21,11 +21,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from kda.core.errors import KdaError
-from kda.loop.campaign_run import AGENTS, GRACE_S, PREPARE_TIMEOUT_S, Campaign, _utc, new_run_id
+from kda.loop.campaign_run import (GRACE_S, PREPARE_TIMEOUT_S, Campaign, _utc, _worktree_root, launch_env, new_run_id,
+                                   wait_prepared)
 
 LOCK = "kda-campaign-launch.lock"  # in the node checkout's git dir
 
@@ -50,16 +50,13 @@ def launch_and_bundle(repo: str, launcher: str, task: str, run_id: str, env: dic
     git_dir = subprocess.run(["git", "-C", repo, "rev-parse", "--git-common-dir"], capture_output=True, text=True,
                              check=True).stdout.strip()
     lock_path = Path(repo, git_dir) if not Path(git_dir).is_absolute() else Path(git_dir)
-    wt_root = Path(env.get("KDA_WORKTREE_ROOT") or Path(repo).parent / f"{Path(repo).name}-worktrees")
-    manifest = wt_root / f"{name}-{run_id}" / ".kda" / "run.json"
+    worktree = _worktree_root(Path(repo), env) / f"{name}-{run_id}"
     log = tempfile.NamedTemporaryFile("w+", suffix=f"-{name}.log", delete=False)
     with open(lock_path / LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one launch at a time prepares on this node
         proc = subprocess.Popen(["bash", str(Path(repo) / launcher)], cwd=repo, env=run_env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + prepare_timeout_s
-        while proc.poll() is None and not manifest.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_prepared(proc, worktree, prepare_timeout_s, 0.2)
     try:
         rc = proc.wait()
     except KeyboardInterrupt:  # ray.cancel: the run records its end, as on Ctrl-C at a terminal
@@ -118,17 +115,13 @@ def run(repo: Path, c: Campaign, *, address: str | None = None, node_repo: str |
         ray.init(**(init_kwargs if init_kwargs is not None else {"address": address}), include_dashboard=False,
                  log_to_driver=False)
     task_fn = ray.remote(num_gpus=1)(launch_and_bundle)
+    base_env = launch_env(c, env)
     refs = {}
     for i, s in enumerate(c.slots):
         if s.state != "queued":
             continue
         s.run_id, s.state, s.started_utc = new_run_id(), "submitted", _utc()
-        run_env = dict(env)
-        if AGENTS.get(c.agent, c.agent):
-            run_env["KDA_AGENT_CMD"] = AGENTS.get(c.agent, c.agent)
-        if c.rounds is not None:
-            run_env["KDA_MAX_ROUNDS"] = str(c.rounds)
-        refs[task_fn.remote(node_repo, s.launcher, s.task, s.run_id, run_env)] = i
+        refs[task_fn.remote(node_repo, s.launcher, s.task, s.run_id, base_env)] = i
     c.save(repo)
     try:
         while refs:

@@ -133,6 +133,27 @@ def _worktree_root(repo: Path, env: dict) -> Path:
     return Path(env.get("KDA_WORKTREE_ROOT") or (Path(repo).parent / f"{Path(repo).name}-worktrees"))
 
 
+def launch_env(c: Campaign, env: dict) -> dict:
+    """A launcher's environment for any run of `c`: its agent command and round budget (each run adds its run id
+    and GPU)."""
+    out = dict(env)
+    agent = AGENTS.get(c.agent, c.agent)
+    if agent:
+        out["KDA_AGENT_CMD"] = agent
+    if c.rounds is not None:
+        out["KDA_MAX_ROUNDS"] = str(c.rounds)
+    return out
+
+
+def wait_prepared(proc: subprocess.Popen, worktree: Path, timeout_s: float, poll_s: float) -> None:
+    """Until the launch has made its branches and worktree (its manifest exists), exited, or `timeout_s` passed:
+    git locks refs and the worktree list, so the next launch waits for this point."""
+    deadline = time.monotonic() + timeout_s
+    manifest = Path(worktree) / ".kda" / "run.json"
+    while proc.poll() is None and not manifest.is_file() and time.monotonic() < deadline:
+        time.sleep(poll_s)
+
+
 def _progress(slot: Slot) -> dict:
     """Round, last gate verdict and best headline geomean of a run, read from its worktree."""
     from kda.loop import agentrun
@@ -182,6 +203,7 @@ def run(repo: Path, c: Campaign, *, env: dict | None = None, console=None, poll_
     `stop()` (tests) acts as Ctrl-C would."""
     repo = Path(repo)
     env = dict(os.environ if env is None else env)
+    base_env = launch_env(c, env)
     procs: dict[int, subprocess.Popen] = {}  # slot index -> its launcher
     busy: dict[str, int] = {}  # GPU -> slot index
     logs = c.path(repo).parent
@@ -213,21 +235,12 @@ def run(repo: Path, c: Campaign, *, env: dict | None = None, console=None, poll_
         s.run_id, s.gpu, s.state, s.started_utc = new_run_id(), gpu, "preparing", _utc()
         s.worktree = str(_worktree_root(repo, env) / f"{Path(s.task).name}-{s.run_id}")
         s.log = str(logs / f"{Path(s.task).name}.log")
-        run_env = dict(env, KDA_RUN_ID=s.run_id, KDA_GPU=gpu)
-        if AGENTS.get(c.agent, c.agent):
-            run_env["KDA_AGENT_CMD"] = AGENTS.get(c.agent, c.agent)
-        if c.rounds is not None:
-            run_env["KDA_MAX_ROUNDS"] = str(c.rounds)
+        run_env = dict(base_env, KDA_RUN_ID=s.run_id, KDA_GPU=gpu)
         with open(s.log, "w") as log:  # the child keeps its own descriptor
             procs[i] = subprocess.Popen(["bash", str(repo / s.launcher)], cwd=repo, env=run_env, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
         busy[gpu] = i
-        # the next launch waits for this one's branches and worktree (git locks them): until its manifest exists
-        deadline = time.monotonic() + prepare_timeout_s
-        while procs[i].poll() is None and not (Path(s.worktree) / ".kda" / "run.json").is_file():
-            if time.monotonic() > deadline:
-                break
-            time.sleep(poll_s / 4)
+        wait_prepared(procs[i], Path(s.worktree), prepare_timeout_s, poll_s / 4)
         s.state = "running" if procs[i].poll() is None else s.state
         c.save(repo)
 
